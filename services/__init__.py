@@ -1,0 +1,1 @@
+"""Conquian services: engine worker, projector, gateway, store, command line."""
