@@ -1,0 +1,140 @@
+"""The hash chain of a table's events: canonical JSON and SHA-256, standard library only.
+
+Every event of a table carries ``hash``, and the one before it carries the hash it chains to
+(``prev_hash``; the first event of a table chains to :data:`GENESIS_HASH`).  An auditor re-derives
+each hash by hand like this::
+
+    body      = the event as a JSON object, *without* the fields "hash" and "prev_hash"
+                (it keeps type, schema version "v", the payload fields, "table_id", "version",
+                "command_id", "causation" and "time")
+    canonical = JSON text of body with keys sorted at every level, no whitespace at all
+                (separators "," and ":"), non-ASCII characters written as themselves (not
+                \\u escapes), encoded as UTF-8; NaN and infinities are not allowed
+    hash      = lowercase hex of SHA-256( prev_hash as ASCII hex  +  b"\\n"  +  canonical )
+
+    GENESIS_HASH = "0" * 64   (the prev_hash of version 1)
+
+For example, in Python::
+
+    >>> event_hash(GENESIS_HASH, {"type": "table_opened", "v": 1, "table_id": "t1",
+    ...                           "version": 1})[:16]
+    '8137b429be524ff0'
+
+which is the same as ``printf '%s\\n%s' 0000…0000 '{"table_id":"t1","type":"table_opened",
+"v":1,"version":1}' | sha256sum``.
+
+:func:`verify_chain` walks a run of events and returns the version of the first event whose
+hash, version or link is wrong (``None`` when the chain holds).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from typing import Protocol, runtime_checkable
+
+__all__ = [
+    "GENESIS_HASH",
+    "HASH_FIELDS",
+    "ChainedEvent",
+    "canonical_json",
+    "event_body",
+    "event_hash",
+    "verify_chain",
+]
+
+GENESIS_HASH = "0" * 64
+"""The ``prev_hash`` of the first event (version 1) of every table."""
+
+HASH_FIELDS = frozenset({"hash", "prev_hash"})
+"""Fields of a stored or wire event that the hash does not cover."""
+
+_encoder = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
+)
+
+
+def canonical_json(obj: object) -> bytes:
+    """The canonical JSON of ``obj``: keys sorted, no whitespace, UTF-8, no ASCII escaping.
+
+    >>> canonical_json({"b": 1, "a": ["é", None, True]})
+    b'{"a":["\\xc3\\xa9",null,true],"b":1}'
+    """
+    return _encoder.encode(obj).encode("utf-8")
+
+
+def event_body(event: Mapping[str, object]) -> dict[str, object]:
+    """The part of an event dict that the hash covers: everything but :data:`HASH_FIELDS`."""
+    return {k: v for k, v in event.items() if k not in HASH_FIELDS}
+
+
+def event_hash(prev_hash: str, event: Mapping[str, object]) -> str:
+    """SHA-256 hex of ``prev_hash`` + ``"\\n"`` + canonical JSON of the event body.
+
+    ``event`` may still hold ``hash`` / ``prev_hash``: they are left out before hashing.
+    """
+    if len(prev_hash) != 64:
+        raise ValueError(f"prev_hash must be 64 hex characters, got {prev_hash!r}")
+    body: Mapping[str, object] = event
+    if not HASH_FIELDS.isdisjoint(event.keys()):
+        body = event_body(event)
+    digest = hashlib.sha256(prev_hash.encode("ascii"))
+    digest.update(b"\n")
+    digest.update(canonical_json(body))
+    return digest.hexdigest()
+
+
+@runtime_checkable
+class ChainedEvent(Protocol):
+    """A stored event as :func:`verify_chain` reads it (the store's ``StoredEvent`` is one)."""
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def body(self) -> Mapping[str, object]: ...
+
+    @property
+    def hash(self) -> str: ...
+
+
+def _parts(event: ChainedEvent | Mapping[str, object]) -> tuple[object, Mapping[str, object], str]:
+    if isinstance(event, Mapping):
+        return event.get("version"), event, str(event.get("hash", ""))
+    return event.version, event.body, event.hash
+
+
+def verify_chain(
+    events: Iterable[ChainedEvent | Mapping[str, object]],
+    prev_hash: str = GENESIS_HASH,
+    first_version: int | None = None,
+) -> int | None:
+    """Check a run of consecutive events; return the first bad version, or ``None`` if all hold.
+
+    ``events`` are objects with ``version``, ``body`` and ``hash`` (like the store's
+    ``StoredEvent``) or flat dicts holding ``version`` and ``hash`` beside the body fields.
+    ``prev_hash`` is the hash the first event chains to (genesis for a whole table) and
+    ``first_version`` the version it must have (1 when ``prev_hash`` is genesis, otherwise
+    whatever comes first).  An event is bad when its version is not the next one, when the body's
+    ``version`` field disagrees with it, or when its hash is not ``event_hash(prev, body)``;
+    the walk stops there, since everything after it chains to a broken link.  An event whose
+    version is not an integer reports ``-1``.
+    """
+    expected = first_version
+    if expected is None and prev_hash == GENESIS_HASH:
+        expected = 1
+    prev = prev_hash
+    for event in events:
+        version, body, stored_hash = _parts(event)
+        if not isinstance(version, int) or isinstance(version, bool):
+            return -1
+        if expected is not None and version != expected:
+            return version
+        if "version" in body and body["version"] != version:
+            return version
+        if event_hash(prev, body) != stored_hash:
+            return version
+        prev = stored_hash
+        expected = version + 1
+    return None
