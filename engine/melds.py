@@ -106,9 +106,9 @@ def meld_arrangements(
     by_low = melds_by_low_card(max_run_length)
     with_card = melds_with_card(max_run_length)
 
-    def extra(free: CardMask, above: int, used: CardMask, chosen: tuple[Meld, ...]) -> Iterator[
-        tuple[CardMask, tuple[Meld, ...]]
-    ]:
+    def extra(
+        free: CardMask, above: int, used: CardMask, chosen: tuple[Meld, ...]
+    ) -> Iterator[tuple[CardMask, tuple[Meld, ...]]]:
         # melds of optional cards alone, chosen in increasing order of their lowest card
         yield used, tuple(sorted(chosen))
         rest = free >> above << above
@@ -120,9 +120,9 @@ def meld_arrangements(
                 if m & free == m:
                     yield from extra(free & ~m, low + 1, used | m, (*chosen, m))
 
-    def cover(rest: CardMask, free: CardMask, used: CardMask, chosen: tuple[Meld, ...]) -> Iterator[
-        tuple[CardMask, tuple[Meld, ...]]
-    ]:
+    def cover(
+        rest: CardMask, free: CardMask, used: CardMask, chosen: tuple[Meld, ...]
+    ) -> Iterator[tuple[CardMask, tuple[Meld, ...]]]:
         if not rest:
             yield from extra(free, 0, used, chosen)
             return

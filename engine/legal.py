@@ -1,0 +1,136 @@
+"""The one place the rules of play live: every legal action of the seat to act.
+
+``decide`` accepts an action only when it is listed here, bots choose from this list and
+forcing is decided here.  The list is deterministic and sorted by ``action_key``.
+"""
+
+from __future__ import annotations
+
+from engine.actions import (
+    ACTION_ORDER,
+    Action,
+    Discard,
+    Force,
+    Leave,
+    MeldHand,
+    Refuse,
+    Take,
+    TurnCard,
+    Waive,
+)
+from engine.cards import Card, iter_cards
+from engine.melds import Meld, is_meld, meld_arrangements
+from engine.rules import Forcing, Rules
+from engine.state import Deal, Match, Phase
+
+
+def action_key(action: Action) -> tuple[object, ...]:
+    """Return the sort key of an action: kind, then hand cards, then preferred arrangement."""
+    kind = ACTION_ORDER[type(action)]
+    if isinstance(action, Discard):
+        return (kind, action.card)
+    if isinstance(action, Take | MeldHand):
+        return (kind, action.hand, *_arrangement_key(action.table or ()))
+    return (kind,)
+
+
+def _arrangement_key(table: tuple[Meld, ...]) -> tuple[object, ...]:
+    return (len(table), table)
+
+
+def _take_key(take: Take, kept: frozenset[Meld]) -> tuple[object, ...]:
+    table = take.table or ()
+    return (take.hand, -len(kept.intersection(table)), *_arrangement_key(table))
+
+
+def forceable(deal: Deal, seat: int, card: Card, rules: Rules) -> bool:
+    """Say whether ``card`` lays off as it is on one of ``seat``'s melds (classic forcing).
+
+    No hand card and no rearranging count; the run limit applies.  Always False when forcing
+    is off.
+    """
+    if rules.forcing is Forcing.OFF:
+        return False
+    bit = 1 << card
+    return any(is_meld(m | bit, rules.max_run_length) for m in deal.tables[seat])
+
+
+def takes(deal: Deal, seat: int, rules: Rules) -> list[Take]:
+    """List every take of the centre card: each set of hand cards with each resulting table."""
+    if deal.centre is None:
+        return []
+    old = deal.tables[seat]
+    required = 1 << deal.centre
+    for m in old:
+        required |= m
+    found = [
+        Take(used, table)
+        for used, table in meld_arrangements(required, deal.hands[seat], rules.max_run_length)
+    ]
+    kept = frozenset(old)
+    found.sort(key=lambda t: _take_key(t, kept))
+    return found
+
+
+def hand_melds(deal: Deal, seat: int, rules: Rules) -> list[MeldHand]:
+    """List the hand melds a seat may lay down without a centre card (variant only)."""
+    if not rules.hand_melds_without_centre_card:
+        return []
+    required = 0
+    for m in deal.tables[seat]:
+        required |= m
+    return sorted(
+        (
+            MeldHand(used, table)
+            for used, table in meld_arrangements(required, deal.hands[seat], rules.max_run_length)
+            if used
+        ),
+        key=action_key,
+    )
+
+
+def legal_actions(match: Match) -> list[Action]:
+    """Return every legal action of the seat to act; empty when nobody is to act.
+
+    The order is fixed: hand melds, takes, then refuse or leave.  Takes are ordered by their
+    hand cards (as a bitmask); among takes with the same hand cards the first is the default
+    arrangement: the one that keeps the most existing melds, then has the fewest melds.
+    """
+    deal = match.deal
+    if match.over or deal is None or deal.phase is Phase.OVER:
+        return []
+    rules = match.rules
+    seat = deal.to_act
+    phase = deal.phase
+    if phase is Phase.TURN:
+        return [TurnCard()]
+    if phase is Phase.DISCARD:
+        return [Discard(c) for c in iter_cards(deal.hands[seat])]
+    if phase is Phase.FORCE_WINDOW:
+        return [Force(), Waive()]
+    if phase is Phase.FORCED:
+        return list(takes(deal, seat, rules))
+    actions: list[Action] = [*hand_melds(deal, seat, rules), *takes(deal, seat, rules)]
+    compulsory = (
+        deal.centre is not None
+        and rules.forcing is Forcing.AUTOMATIC
+        and forceable(deal, seat, deal.centre, rules)
+    )
+    if not compulsory:
+        actions.append(Refuse() if phase is Phase.OFFERED else Leave())
+    return actions
+
+
+def default_take(match: Match, hand: int) -> Take | None:
+    """Return the take with these hand cards that the engine picks when no table is named.
+
+    The rule: among the legal tables for these hand cards, keep the most of the player's
+    existing melds unchanged, then use the fewest melds, then the lowest in card order.
+    """
+    deal = match.deal
+    if deal is None:
+        return None
+    for take in takes(deal, deal.to_act, match.rules):
+        if take.hand == hand:
+            return take
+    return None
