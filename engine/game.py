@@ -50,7 +50,7 @@ from engine.events import (
 from engine.legal import default_take, forceable, legal_actions
 from engine.melds import is_meld
 from engine.rules import Forcing, StakeOnDraw
-from engine.state import Deal, Match, Outcome, Phase, Termination
+from engine.state import Deal, Match, Outcome, Phase, Termination, changed
 
 _PHASE_ACTIONS: dict[Phase, tuple[type, ...]] = {
     Phase.TURN: (TurnCard,),
@@ -288,11 +288,11 @@ def evolve(match: Match | None, event: Event) -> Match:
     if match is None:
         return Match()
     if isinstance(event, DealStarted):
-        return replace(match, deal=_dealt(event))
+        return changed(match, deal=_dealt(event))
     if isinstance(event, StakesSettled):
         outcome = match.deal.outcome if match.deal else None
         results = (*match.results, outcome) if outcome else match.results
-        return replace(
+        return changed(
             match,
             scores=event.scores,
             next_stake=event.next_stake,
@@ -300,10 +300,10 @@ def evolve(match: Match | None, event: Event) -> Match:
             results=results,
         )
     if isinstance(event, MatchEnded):
-        return replace(match, over=True, winner=event.winner, scores=event.scores)
+        return changed(match, over=True, winner=event.winner, scores=event.scores)
     if match.deal is None:
         return match
-    return replace(match, deal=_evolve_deal(match.deal, event))
+    return changed(match, deal=_evolve_deal(match.deal, event))
 
 
 def _dealt(event: DealStarted) -> Deal:
@@ -327,7 +327,7 @@ def _dealt(event: DealStarted) -> Deal:
 
 def _evolve_deal(deal: Deal, event: Event) -> Deal:
     if isinstance(event, CardTurned):
-        return replace(
+        return changed(
             deal,
             stock=deal.stock[1:],
             centre=event.card,
@@ -337,22 +337,22 @@ def _evolve_deal(deal: Deal, event: Event) -> Deal:
         )
     if isinstance(event, CardDeclined):
         if event.forceable:
-            return replace(
+            return changed(
                 deal, phase=Phase.FORCE_WINDOW, to_act=1 - event.seat, declined=event.how
             )
         if event.how is Decline.LEFT:
-            return replace(deal, phase=Phase.OFFERED, to_act=1 - event.seat)
-        return replace(deal, declined=event.how)
+            return changed(deal, phase=Phase.OFFERED, to_act=1 - event.seat)
+        return changed(deal, declined=event.how)
     if isinstance(event, ForceDemanded):
-        return replace(deal, phase=Phase.FORCED, to_act=1 - event.seat)
+        return changed(deal, phase=Phase.FORCED, to_act=1 - event.seat)
     if isinstance(event, ForceWaived):
         if deal.declined is Decline.LEFT:
-            return replace(deal, phase=Phase.OFFERED, to_act=event.seat, declined=None)
-        return replace(deal, to_act=1 - event.seat)
+            return changed(deal, phase=Phase.OFFERED, to_act=event.seat, declined=None)
+        return changed(deal, to_act=1 - event.seat)
     if isinstance(event, CardWasted):
-        return replace(deal, waste=(*deal.waste, event.card), centre=None, declined=None)
+        return changed(deal, waste=(*deal.waste, event.card), centre=None, declined=None)
     if isinstance(event, MeldMade):
-        return replace(
+        return changed(
             deal,
             hands=_set(deal.hands, event.seat, deal.hands[event.seat] & ~event.hand),
             tables=_set(deal.tables, event.seat, event.table),
@@ -361,13 +361,13 @@ def _evolve_deal(deal: Deal, event: Event) -> Deal:
             declined=None,
         )
     if isinstance(event, HandMelded):
-        return replace(
+        return changed(
             deal,
             hands=_set(deal.hands, event.seat, deal.hands[event.seat] & ~event.hand),
             tables=_set(deal.tables, event.seat, event.table),
         )
     if isinstance(event, CardDiscarded):
-        return replace(
+        return changed(
             deal,
             hands=_set(deal.hands, event.seat, deal.hands[event.seat] & ~(1 << event.card)),
             centre=event.card,
@@ -375,11 +375,11 @@ def _evolve_deal(deal: Deal, event: Event) -> Deal:
             to_act=1 - event.seat,
         )
     if isinstance(event, WentOut):
-        return replace(deal, phase=Phase.OVER, outcome=Outcome(Termination.OUT, event.seat))
+        return changed(deal, phase=Phase.OVER, outcome=Outcome(Termination.OUT, event.seat))
     if isinstance(event, GameDrawn):
-        return replace(deal, phase=Phase.OVER, outcome=Outcome(Termination.DRAW, None))
+        return changed(deal, phase=Phase.OVER, outcome=Outcome(Termination.DRAW, None))
     if isinstance(event, Resigned) and deal.phase is not Phase.OVER:
-        return replace(deal, phase=Phase.OVER, outcome=Outcome(Termination.RESIGN, 1 - event.seat))
+        return changed(deal, phase=Phase.OVER, outcome=Outcome(Termination.RESIGN, 1 - event.seat))
     return deal
 
 

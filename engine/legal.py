@@ -19,7 +19,7 @@ from engine.actions import (
     Waive,
 )
 from engine.cards import Card, iter_cards
-from engine.melds import Meld, is_meld, meld_arrangements
+from engine.melds import Meld, fits_somewhere, is_meld, meld_arrangements
 from engine.rules import Forcing, Rules
 from engine.state import Deal, Match, Phase
 
@@ -63,6 +63,8 @@ def takes(deal: Deal, seat: int, rules: Rules) -> list[Take]:
     required = 1 << deal.centre
     for m in old:
         required |= m
+    if not fits_somewhere(deal.centre, required | deal.hands[seat], rules.max_run_length):
+        return []
     found = [
         Take(used, table)
         for used, table in meld_arrangements(required, deal.hands[seat], rules.max_run_length)
@@ -89,13 +91,28 @@ def hand_melds(deal: Deal, seat: int, rules: Rules) -> list[MeldHand]:
     )
 
 
+_last: tuple[Match | None, list[Action]] = (None, [])
+
+
 def legal_actions(match: Match) -> list[Action]:
     """Return every legal action of the seat to act; empty when nobody is to act.
 
     The order is fixed: hand melds, takes, then refuse or leave.  Takes are ordered by their
     hand cards (as a bitmask); among takes with the same hand cards the first is the default
     arrangement: the one that keeps the most existing melds, then has the fewest melds.
+    The list of the last state asked about is remembered (states are immutable), so that a
+    caller's enumeration and ``decide``'s membership check cost one computation.
     """
+    global _last
+    seen, listed = _last
+    if seen is match:
+        return list(listed)
+    actions = _legal_actions(match)
+    _last = (match, actions)
+    return list(actions)
+
+
+def _legal_actions(match: Match) -> list[Action]:
     deal = match.deal
     if match.over or deal is None or deal.phase is Phase.OVER:
         return []

@@ -94,6 +94,11 @@ def can_split(mask: CardMask, max_run_length: int | None = 8) -> bool:
     return next(splits(mask, max_run_length), None) is not None
 
 
+def fits_somewhere(c: int, available: CardMask, max_run_length: int | None) -> bool:
+    """Say whether some meld holds card ``c`` and only cards of ``available`` (a quick filter)."""
+    return any(m & available == m for m in melds_with_card(max_run_length)[c])
+
+
 def meld_arrangements(
     required: CardMask, optional: CardMask, max_run_length: int | None
 ) -> Iterator[tuple[CardMask, tuple[Meld, ...]]]:

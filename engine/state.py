@@ -8,11 +8,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TypeVar
 
 from engine.cards import Card, CardMask
 from engine.events import Decline
 from engine.melds import Meld
 from engine.rules import CLASSIC, Rules
+
+_V = TypeVar("_V")
+
+
+def changed(value: _V, **changes: object) -> _V:
+    """Return a copy of a frozen state value with some fields changed.
+
+    The same as ``dataclasses.replace`` for the plain frozen dataclasses of this module, without
+    its per-call introspection: state changes happen at every event, so this is the hot path.
+    """
+    new: _V = object.__new__(type(value))
+    new.__dict__.update(value.__dict__, **changes)
+    return new
 
 
 class Phase(StrEnum):
