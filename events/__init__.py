@@ -1,0 +1,1 @@
+"""The wire contract: commands, domain events, their envelope and the fairness of deals."""
