@@ -144,8 +144,9 @@ json_values = st.recursive(
     | st.booleans()
     | st.integers(min_value=-(2**53), max_value=2**53)
     | st.text(max_size=12),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=6), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
     max_leaves=12,
 )
 

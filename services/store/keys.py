@@ -1,0 +1,167 @@
+"""One key scheme for every service: shards, hash tags and key names.
+
+A table lives on shard ``crc32(utf8(table_id)) % shards``; every key of a shard carries the hash
+tag ``{sNN}`` (two digits, more when there are 100 shards or more), so one Lua call only ever
+touches keys of one Redis Cluster slot.  Keys, with ``ns`` the deployment's prefix (``cq``):
+
+=====================================  ==========================================================
+``<ns>:{sNN}:t:<table>:ev``            the table's events; stream ids ``<version>-1``
+``<ns>:{sNN}:t:<table>:head``          hash: ``version``, ``hash`` (hex), ``status``
+``<ns>:{sNN}:t:<table>:secret``        hash written atomically with an append (seed, …)
+``<ns>:{sNN}:feed``                    shard feed: one entry per append (``t``, ``f``, ``l``)
+``<ns>:{sNN}:cmdids``                  hash ``<table>|<command id>`` → first result
+``<ns>:{sNN}:cmd``                     command intake stream
+``<ns>:{sNN}:view:…``                  read models
+``<ns>:{sNN}:ckpt:<projector>``        a projector's checkpoint
+``<ns>:{sNN}:timers``                  sorted set of deadlines
+=====================================  ==========================================================
+
+Other services build their keys with :meth:`KeySpace.shard_key` (or the named helpers) so that a
+key never lands in the wrong slot.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from dataclasses import dataclass
+
+__all__ = ["DEFAULT_NS", "DEFAULT_SHARDS", "InvalidTableId", "KeySpace", "check_table_id"]
+
+DEFAULT_NS = "cq"
+DEFAULT_SHARDS = 16
+
+_TABLE_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
+_NS = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")
+_GLOB = re.compile(r"([*?\[\]\\])")
+
+
+class InvalidTableId(ValueError):
+    """A table id the store refuses: 1-128 characters of ``A-Z a-z 0-9 _ . : -``."""
+
+    code = "store/invalid_table_id"
+
+
+def check_table_id(table_id: str) -> str:
+    """Return ``table_id`` if it is a valid table id, else raise :class:`InvalidTableId`."""
+    if not isinstance(table_id, str) or not _TABLE_ID.fullmatch(table_id):
+        raise InvalidTableId(f"invalid table id {table_id!r}: use 1-128 of A-Z a-z 0-9 _ . : -")
+    return table_id
+
+
+def _glob_escape(text: str) -> str:
+    return _GLOB.sub(r"\\\1", text)
+
+
+@dataclass(frozen=True)
+class KeySpace:
+    """Key names of one deployment: namespace prefix ``ns`` and the number of ``shards``.
+
+    >>> ks = KeySpace()
+    >>> ks.shard_of("table-1"), ks.events("table-1")
+    (1, 'cq:{s01}:t:table-1:ev')
+    >>> ks.feed(1), ks.cmdids(1), ks.shard_key(1, "view", "lobby")
+    ('cq:{s01}:feed', 'cq:{s01}:cmdids', 'cq:{s01}:view:lobby')
+    """
+
+    ns: str = DEFAULT_NS
+    shards: int = DEFAULT_SHARDS
+
+    def __post_init__(self) -> None:
+        if not _NS.fullmatch(self.ns):
+            raise ValueError(f"invalid key namespace {self.ns!r}")
+        if not 1 <= self.shards <= 10_000:
+            raise ValueError(f"shards must be 1..10000, got {self.shards}")
+
+    # -- shards -------------------------------------------------------------------------------
+    def shard_of(self, table_id: str) -> int:
+        """The shard of a table: ``crc32(utf8(table_id)) % shards``."""
+        return zlib.crc32(table_id.encode("utf-8")) % self.shards
+
+    def tag(self, shard: int) -> str:
+        """The hash tag of a shard, ``{s07}``."""
+        if not 0 <= shard < self.shards:
+            raise ValueError(f"shard {shard} out of range 0..{self.shards - 1}")
+        return f"{{s{shard:02d}}}"
+
+    def shard_prefix(self, shard: int) -> str:
+        """``<ns>:{sNN}``: the start of every key of the shard."""
+        return f"{self.ns}:{self.tag(shard)}"
+
+    def shard_key(self, shard: int, *parts: str) -> str:
+        """``<ns>:{sNN}:<part>:<part>…``: any other key of a shard (views, checkpoints, …)."""
+        if not parts:
+            raise ValueError("shard_key needs at least one part")
+        return ":".join((self.shard_prefix(shard), *parts))
+
+    # -- per table ----------------------------------------------------------------------------
+    def table_key(self, table_id: str, suffix: str) -> str:
+        """``<ns>:{sNN}:t:<table>:<suffix>`` on the table's own shard."""
+        check_table_id(table_id)
+        return f"{self.shard_prefix(self.shard_of(table_id))}:t:{table_id}:{suffix}"
+
+    def events(self, table_id: str) -> str:
+        """The table's event stream."""
+        return self.table_key(table_id, "ev")
+
+    def head(self, table_id: str) -> str:
+        """The table's head hash (version, last hash, status)."""
+        return self.table_key(table_id, "head")
+
+    def secret(self, table_id: str) -> str:
+        """The table's secret hash (written only atomically with an append)."""
+        return self.table_key(table_id, "secret")
+
+    def table_view(self, table_id: str, *parts: str) -> str:
+        """``<ns>:{sNN}:view:<table>[:part…]``: a read model of one table."""
+        return self.shard_key(self.shard_of(check_table_id(table_id)), "view", table_id, *parts)
+
+    # -- per shard ----------------------------------------------------------------------------
+    def feed(self, shard: int) -> str:
+        """The shard feed stream: one entry per append."""
+        return self.shard_key(shard, "feed")
+
+    def cmdids(self, shard: int) -> str:
+        """The shard's processed command ids (hash ``<table>|<command id>`` → result)."""
+        return self.shard_key(shard, "cmdids")
+
+    def cmd(self, shard: int) -> str:
+        """The shard's command intake stream."""
+        return self.shard_key(shard, "cmd")
+
+    def view(self, shard: int, *parts: str) -> str:
+        """A read model key of the shard: ``<ns>:{sNN}:view:<part>…``."""
+        return self.shard_key(shard, "view", *parts)
+
+    def ckpt(self, shard: int, projector: str) -> str:
+        """A projector's checkpoint on the shard."""
+        return self.shard_key(shard, "ckpt", projector)
+
+    def timers(self, shard: int) -> str:
+        """The shard's sorted set of deadlines."""
+        return self.shard_key(shard, "timers")
+
+    def cmdid_field(self, table_id: str, command_id: str) -> str:
+        """The field of a command in :meth:`cmdids`: ``<table>|<command id>``."""
+        if not command_id or len(command_id) > 128:
+            raise ValueError(f"invalid command id {command_id!r}")
+        return f"{table_id}|{command_id}"
+
+    # -- scanning -----------------------------------------------------------------------------
+    def head_pattern(self) -> str:
+        """SCAN MATCH pattern of every table head of this namespace."""
+        return f"{_glob_escape(self.ns)}:{{s*}}:t:*:head"
+
+    def table_of_head(self, key: str) -> str | None:
+        """The table id of a head key of this namespace, else ``None``."""
+        start = f"{self.ns}:{{s"
+        if not (key.startswith(start) and key.endswith(":head")):
+            return None
+        rest = key[len(start) :]
+        close = rest.find("}:t:")
+        if close < 0 or not rest[:close].isdigit():
+            return None
+        table_id = rest[close + 4 : -5]
+        if not _TABLE_ID.fullmatch(table_id) or self.head(table_id) != key:
+            return None
+        return table_id
