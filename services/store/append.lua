@@ -1,0 +1,78 @@
+#!lua
+--[[
+Append one command's events to a table, atomically.  All keys share the table's hash tag.
+
+KEYS[1] head     hash: version, hash (hex), status
+KEYS[2] events   stream, ids <version>-1, fields b (compact canonical JSON), h (raw sha256)
+KEYS[3] feed     shard feed stream, fields t (table), f (first version), l (last version)
+KEYS[4] cmdids   hash: "<table>|<command id>" -> "<first> <last> <result>"
+KEYS[5] secret   hash: caller's secrets, HSET in the same step
+
+ARGV[1]  table id            ARGV[2]  cmdids field
+ARGV[3]  expected version    ARGV[4]  expected head hash (hex)
+ARGV[5]  result to remember  ARGV[6]  n events
+ARGV[7]  last hash (hex) after the append
+ARGV[8]  status to set in the head ('' leaves it)
+ARGV[9]  feed MAXLEN ~ ('' never trims)
+ARGV[10] n secret pairs
+ARGV[11..]  n pairs (body, raw hash), then the secret pairs (field, value)
+
+Returns {0, first, last}                          appended
+        {1, first, last, result, last raw hash}   command id seen: the first outcome
+        {2, head version, head hash hex}          version or hash conflict: nothing written
+]]
+local seen = redis.call('HGET', KEYS[4], ARGV[2])
+if seen then
+  local a = string.find(seen, ' ', 1, true)
+  local b = string.find(seen, ' ', a + 1, true)
+  local last = string.sub(seen, a + 1, b - 1)
+  local h = ''
+  if tonumber(last) > 0 then
+    local e = redis.call('XRANGE', KEYS[2], last .. '-1', last .. '-1')
+    if e[1] then
+      local f = e[1][2]
+      for i = 1, #f, 2 do
+        if f[i] == 'h' then h = f[i + 1] end
+      end
+    end
+  end
+  return {1, tonumber(string.sub(seen, 1, a - 1)), tonumber(last), string.sub(seen, b + 1), h}
+end
+
+local head = redis.call('HMGET', KEYS[1], 'version', 'hash')
+local version = tonumber(head[1] or '0')
+local hash = head[2] or '0000000000000000000000000000000000000000000000000000000000000000'
+if version ~= tonumber(ARGV[3]) or hash ~= ARGV[4] then
+  return {2, version, hash}
+end
+
+local n = tonumber(ARGV[6])
+local first = version + 1
+local last = version + n
+local i = 11
+for v = first, last do
+  redis.call('XADD', KEYS[2], v .. '-1', 'b', ARGV[i], 'h', ARGV[i + 1])
+  i = i + 2
+end
+if n > 0 then
+  if ARGV[9] ~= '' then
+    redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[9], '*', 't', ARGV[1], 'f', first, 'l', last)
+  else
+    redis.call('XADD', KEYS[3], '*', 't', ARGV[1], 'f', first, 'l', last)
+  end
+  if ARGV[8] ~= '' then
+    redis.call('HSET', KEYS[1], 'version', last, 'hash', ARGV[7], 'status', ARGV[8])
+  else
+    redis.call('HSET', KEYS[1], 'version', last, 'hash', ARGV[7])
+  end
+elseif ARGV[8] ~= '' then
+  redis.call('HSET', KEYS[1], 'version', last, 'hash', hash, 'status', ARGV[8])
+end
+redis.call('HSET', KEYS[4], ARGV[2], first .. ' ' .. last .. ' ' .. ARGV[5])
+local ns = tonumber(ARGV[10])
+if ns > 0 then
+  local kv = {}
+  for j = 1, 2 * ns do kv[j] = ARGV[i + j - 1] end
+  redis.call('HSET', KEYS[5], unpack(kv))
+end
+return {0, first, last}

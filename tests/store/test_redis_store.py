@@ -1,0 +1,209 @@
+"""What only the Redis store has: its key layout and entry encoding, the script's atomicity under
+real concurrency (separate connections), NOSCRIPT recovery, memory per event."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+import redis.asyncio
+from redis.crc import key_slot
+from store_helpers import new_command_id, typical_body
+
+from events.chain import GENESIS_HASH, canonical_json, verify_chain
+from services.store import AppendRequest, KeySpace, RedisEventStore, VersionConflict
+from services.store.redis_store import APPEND_LUA
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def rstore(redis_client: redis.asyncio.Redis, redis_ns: str) -> RedisEventStore:
+    return RedisEventStore(redis_client, KeySpace(redis_ns, shards=4))
+
+
+@pytest.fixture
+async def two_stores(
+    redis_url: str, redis_ns: str
+) -> AsyncIterator[tuple[RedisEventStore, RedisEventStore]]:
+    """Two stores on two separate clients (separate connection pools)."""
+    a = redis.asyncio.Redis.from_url(redis_url, decode_responses=False)
+    b = redis.asyncio.Redis.from_url(redis_url, decode_responses=False)
+    try:
+        ks = KeySpace(redis_ns, shards=4)
+        yield RedisEventStore(a, ks), RedisEventStore(b, ks)
+    finally:
+        await a.aclose()
+        await b.aclose()
+
+
+async def test_key_layout_and_entry_encoding(
+    rstore: RedisEventStore, redis_client: redis.asyncio.Redis, redis_ns: str
+) -> None:
+    ks = rstore.keys
+    shard = ks.shard_of("t1")
+    tag = f"{{s{shard:02d}}}"
+    res = await rstore.append(
+        "t1", 0, GENESIS_HASH, "c1", [typical_body(0, "c1"), typical_body(1, "c1")], b"R",
+        secrets={"seed_hash": "ab"}, status="playing",
+    )  # fmt: skip
+    ev_key = f"{redis_ns}:{tag}:t:t1:ev"
+    entries = await redis_client.xrange(ev_key)
+    assert [e[0] for e in entries] == [b"1-1", b"2-1"]
+    for (_, fields), event in zip(entries, res.events, strict=True):
+        assert set(fields) == {b"b", b"h"}
+        assert fields[b"h"] == bytes.fromhex(event.hash)
+        assert fields[b"b"] == b"\x1f".join(
+            [b"card_turned", b"1", b"c1", b"k" * 22, str(event.body["time"]).encode(),
+             canonical_json({"card": "7H", "seat": event.body["seat"]})[1:-1]]
+        )  # fmt: skip
+    head = await redis_client.hgetall(f"{redis_ns}:{tag}:t:t1:head")
+    assert head == {b"version": b"2", b"hash": res.last_hash.encode(), b"status": b"playing"}
+    assert await redis_client.hgetall(f"{redis_ns}:{tag}:t:t1:secret") == {b"seed_hash": b"ab"}
+    assert await redis_client.hget(f"{redis_ns}:{tag}:cmdids", "t1|c1") == b"1 2 R"
+    ((_, feed),) = await redis_client.xrange(f"{redis_ns}:{tag}:feed")
+    assert feed == {b"t": b"t1", b"f": b"1", b"l": b"2"}
+
+
+def test_script_keys_share_one_slot(rstore: RedisEventStore) -> None:
+    for t in ("a", "b", "c", "table-9"):
+        keys, _, _ = rstore.build_call(t, 0, GENESIS_HASH, "c", [typical_body(0)])
+        assert len({key_slot(k.encode()) for k in keys}) == 1
+        assert all(k.startswith(rstore.keys.shard_prefix(rstore.keys.shard_of(t))) for k in keys)
+
+
+async def test_noscript_is_recovered(redis_client: redis.asyncio.Redis, redis_ns: str) -> None:
+    # A script text the server has never seen behaves as after SCRIPT FLUSH or a failover.
+    store = RedisEventStore(redis_client, KeySpace(redis_ns, shards=4))
+    store._script = redis_client.register_script(APPEND_LUA + f"\n-- {uuid.uuid4()}\n")
+    assert not (await redis_client.script_exists(store.script_sha))[0]
+    res = await store.append("t1", 0, GENESIS_HASH, "c1", [typical_body(0)])
+    assert res.last_version == 1
+    # and in a pipeline (append_many)
+    store._script = redis_client.register_script(APPEND_LUA + f"\n-- {uuid.uuid4()}\n")
+    out = await store.append_many([AppendRequest("t2", 0, GENESIS_HASH, "c", [typical_body(0)])])
+    assert not isinstance(out[0], VersionConflict) and out[0].last_version == 1
+
+
+async def test_rejects_decoding_client(redis_url: str) -> None:
+    client = redis.asyncio.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        with pytest.raises(ValueError):
+            RedisEventStore(client)
+    finally:
+        await client.aclose()
+
+
+async def test_race_two_connections_one_wins(
+    two_stores: tuple[RedisEventStore, RedisEventStore],
+) -> None:
+    a, b = two_stores
+    version, h = 0, GENESIS_HASH
+    for round_ in range(50):
+        ca, cb = f"a{round_}", f"b{round_}"
+        outcomes = await asyncio.gather(
+            a.append("race", version, h, ca, [typical_body(round_, ca)] * 2, b"a"),
+            b.append("race", version, h, cb, [typical_body(round_, cb)], b"b"),
+            return_exceptions=True,
+        )
+        wins = [o for o in outcomes if not isinstance(o, BaseException)]
+        conflicts = [o for o in outcomes if isinstance(o, VersionConflict)]
+        assert len(wins) == 1 and len(conflicts) == 1, outcomes
+        assert conflicts[0].expected == version and conflicts[0].actual > version
+        version, h = wins[0].last_version, wins[0].last_hash
+        loser = cb if wins[0].result == b"a" else ca
+        assert await a.command_result("race", loser) is None
+    events = await a.read("race")
+    assert len(events) == version and verify_chain(events) is None
+    assert (await b.head("race")).hash == h
+
+
+async def test_race_same_command_twice_applies_once(
+    two_stores: tuple[RedisEventStore, RedisEventStore],
+) -> None:
+    a, b = two_stores
+    for round_ in range(30):
+        table = f"dup{round_}"
+        cid = new_command_id()
+        r1, r2 = await asyncio.gather(
+            a.append(table, 0, GENESIS_HASH, cid, [typical_body(0, cid)], b"first"),
+            b.append(table, 0, GENESIS_HASH, cid, [typical_body(0, cid)], b"first"),
+        )
+        assert sorted([r1.duplicate, r2.duplicate]) == [False, True]
+        assert r1.last_hash == r2.last_hash and r1.result == r2.result == b"first"
+        assert len(await a.read(table)) == 1
+
+
+async def test_many_writers_many_tables_no_fork(
+    two_stores: tuple[RedisEventStore, RedisEventStore],
+) -> None:
+    """Four writers over two connections hammer eight tables, retrying on conflict."""
+    stores = [*two_stores, *two_stores]
+    tables = [f"m{i}" for i in range(8)]
+    applied: dict[str, int] = dict.fromkeys(tables, 0)
+
+    async def writer(store: RedisEventStore, w: int) -> None:
+        for i in range(40):
+            table = tables[(w + i) % len(tables)]
+            cid = f"w{w}-{i}"
+            while True:
+                head = await store.head(table)
+                try:
+                    res = await store.append(
+                        table, head.version, head.hash, cid, [typical_body(i, cid)], b"ok"
+                    )
+                except VersionConflict:
+                    continue
+                assert not res.duplicate
+                applied[table] += 1
+                break
+
+    await asyncio.gather(*(writer(s, w) for w, s in enumerate(stores)))
+    for table in tables:
+        events = await two_stores[0].read(table)
+        assert len(events) == applied[table]
+        assert verify_chain(events) is None
+
+
+async def test_feed_maxlen_trims_the_feed_only(
+    redis_client: redis.asyncio.Redis, redis_ns: str
+) -> None:
+    store = RedisEventStore(redis_client, KeySpace(redis_ns, shards=1), feed_maxlen=10)
+    h = GENESIS_HASH
+    for v in range(300):
+        h = (await store.append("t1", v, h, f"c{v}", [typical_body(v)])).last_hash
+    assert len(await store.read("t1")) == 300
+    assert await redis_client.xlen(store.keys.feed(0)) < 300
+
+
+async def test_read_survives_missing_previous_event(rstore: RedisEventStore) -> None:
+    h = GENESIS_HASH
+    for v in range(5):
+        h = (await rstore.append("t1", v, h, f"c{v}", [typical_body(v)])).last_hash
+    tail = await rstore.read("t1", 3, 4)
+    assert [e.version for e in tail] == [3, 4]
+    assert verify_chain(tail, prev_hash=tail[0].prev_hash, first_version=3) is None
+
+
+async def test_seal_keeps_everything_and_saves_memory(
+    rstore: RedisEventStore, redis_client: redis.asyncio.Redis
+) -> None:
+    h = GENESIS_HASH
+    for v in range(60):
+        cid = f"{uuid.uuid4().hex[:22]}"
+        body = {**typical_body(v, cid), "causation": uuid.uuid4().hex[:22]}
+        h = (await rstore.append("01JD7Q3KXW4N8ZC5T2M9PB", v, h, cid, [body], b"ok")).last_hash
+    key = rstore.keys.events("01JD7Q3KXW4N8ZC5T2M9PB")
+    before = await rstore.read("01JD7Q3KXW4N8ZC5T2M9PB")
+    live = await redis_client.memory_usage(key, samples=0)
+    await rstore.seal("01JD7Q3KXW4N8ZC5T2M9PB")
+    sealed = await redis_client.memory_usage(key, samples=0)
+    assert await rstore.read("01JD7Q3KXW4N8ZC5T2M9PB") == before
+    assert sealed is not None and live is not None and sealed <= live
+    assert sealed / 60 < 200, f"{sealed / 60:.1f} bytes per event"
+    # appends go on after a seal
+    res = await rstore.append("01JD7Q3KXW4N8ZC5T2M9PB", 60, h, "after", [typical_body(60)])
+    assert res.last_version == 61
+    await rstore.seal("never-written")  # no key: nothing to do
