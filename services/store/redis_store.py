@@ -33,6 +33,7 @@ The client must be a ``redis.asyncio.Redis`` created with ``decode_responses=Fal
 from __future__ import annotations
 
 import json
+import struct
 from collections.abc import AsyncIterator, Mapping, Sequence
 from importlib import resources
 from typing import Any, cast
@@ -51,9 +52,9 @@ from .base import (
     EventStore,
     FeedEntry,
     Head,
-    InvalidEvent,
     NewEvent,
     StoredEvent,
+    StoreError,
     VersionConflict,
     check_append_args,
     prepare_events,
@@ -62,9 +63,10 @@ from .keys import KeySpace, check_table_id
 
 __all__ = [
     "APPEND_LUA",
+    "READ_LUA",
     "SEAL_LUA",
     "RedisEventStore",
-    "decode_entries",
+    "decode_packed",
     "pack_body",
     "unpack_body",
 ]
@@ -80,50 +82,81 @@ return 1
 """
 """Rewrites a stream with exact-size nodes (what :meth:`RedisEventStore.seal` runs)."""
 
+READ_LUA = """#!lua flags=no-writes
+local e = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[2], 'COUNT', ARGV[3])
+local out = {}
+for i = 1, #e do
+  local f = e[i][2]
+  local b, h = '', ''
+  for j = 1, #f, 2 do
+    if f[j] == 'b' then b = f[j + 1] elseif f[j] == 'h' then h = f[j + 1] end
+  end
+  local v = tonumber(string.match(e[i][1], '^(%d+)'))
+  out[i] = struct.pack('>IBI', v, #h, #b) .. h .. b
+end
+return table.concat(out)
+"""
+"""Reads a range of a table stream as one string (so the client parses one reply, not five per
+event): per entry ``>IBI`` (version, hash length, body length), the raw hash, the stored body.
+KEYS[1] the stream; ARGV start id, end id, COUNT."""
+
+READ_CHUNK = 5000
+"""Entries per read call."""
+
+_FRAME = struct.Struct(">IBI")
+
 _Call = tuple[list[str], list[bytes | str | int], list[StoredEvent]]
 _Entries = list[tuple[bytes, dict[bytes, bytes]]]
 
 # -- body codec -------------------------------------------------------------------------------
 SEP = b"\x1f"
 _SEP_STR = "\x1f"
-_STR_COLUMNS = (("type", 0), ("command_id", 2), ("causation", 3))
-_INT_COLUMNS = (("v", 1), ("time", 4))
-_COLUMN_KEYS = frozenset(k for k, _ in (*_STR_COLUMNS, *_INT_COLUMNS))
+
+
+_COLUMN_INDEX = {"type": 0, "v": 1, "command_id": 2, "causation": 3, "time": 4}
+_INT_KEYS = frozenset({"v", "time"})
+_json_decode = json.JSONDecoder().decode
 
 
 def pack_body(body: Mapping[str, Any]) -> bytes:
     """The stored form ``b`` of an event body (see the module docstring)."""
-    parts: list[bytes] = [b"", b"", b"", b"", b"", b""]
+    parts = ["", "", "", "", "", ""]
     rest: dict[str, Any] = {}
     for k, v in body.items():
-        if k in KEY_FIELDS:
-            continue
-        if k in _COLUMN_KEYS:
-            if k in ("v", "time"):
+        i = _COLUMN_INDEX.get(k)
+        if i is not None:
+            if k in _INT_KEYS:
                 if type(v) is int:
-                    parts[1 if k == "v" else 4] = str(v).encode()
+                    parts[i] = str(v)
                     continue
             elif type(v) is str and v and _SEP_STR not in v:
-                parts[0 if k == "type" else 2 if k == "command_id" else 3] = v.encode("utf-8")
+                parts[i] = v
                 continue
+        elif k in KEY_FIELDS:
+            continue
         rest[k] = v
     if rest:
-        parts[5] = canonical_json(rest)[1:-1]
-    return SEP.join(parts)
+        parts[5] = canonical_json(rest)[1:-1].decode("utf-8")
+    return _SEP_STR.join(parts).encode("utf-8")
 
 
 def unpack_body(table_id: str, version: int, raw: bytes) -> dict[str, Any]:
     """The full body (with ``table_id`` and ``version``) from its stored form."""
-    parts = raw.split(SEP)
-    if len(parts) != 6:
-        raise InvalidEvent(f"table {table_id} version {version}: stored body is corrupt")
-    body: dict[str, Any] = json.loads(b"{" + parts[5] + b"}") if parts[5] else {}
-    for key, i in _STR_COLUMNS:
-        if parts[i]:
-            body[key] = parts[i].decode("utf-8")
-    for key, i in _INT_COLUMNS:
-        if parts[i]:
-            body[key] = int(parts[i])
+    try:
+        t, v, c, k, m, p = raw.decode("utf-8").split(_SEP_STR)
+        body: dict[str, Any] = _json_decode("{" + p + "}") if p else {}
+        if t:
+            body["type"] = t
+        if v:
+            body["v"] = int(v)
+        if c:
+            body["command_id"] = c
+        if k:
+            body["causation"] = k
+        if m:
+            body["time"] = int(m)
+    except ValueError as exc:  # wrong number of parts, bad UTF-8, JSON or integer
+        raise StoreError(f"table {table_id} version {version}: stored body is corrupt") from exc
     body[TABLE_FIELD] = table_id
     body[VERSION_FIELD] = version
     return body
@@ -133,27 +166,42 @@ def _b(value: bytes | str) -> bytes:
     return value.encode("utf-8") if isinstance(value, str) else value
 
 
-def decode_entries(
-    table_id: str, entries: Sequence[tuple[bytes, Mapping[bytes, bytes]]], prev_hash: str
-) -> list[StoredEvent]:
-    """Stream entries (as redis-py returns XRANGE) to events; ``prev_hash`` is the hash of the
-    event before the first entry."""
-    out: list[StoredEvent] = []
-    prev = prev_hash
+def decode_packed(
+    table_id: str, buf: bytes, from_version: int, prev: str | None, out: list[StoredEvent]
+) -> tuple[int, int, str | None]:
+    """Decode a reply of :data:`READ_LUA` into ``out`` (events from ``from_version`` on).
+
+    ``prev`` is the hash before the first event wanted (``None`` when the reply starts with the
+    event before it, whose hash is then taken).  Returns the number of entries in the reply,
+    the last version seen and the last hash.
+    """
+    n = 0
+    pos = 0
+    size = len(buf)
+    last = 0
+    head = _FRAME.unpack_from
     append = out.append
-    for entry_id, fields in entries:
-        version = int(entry_id[:-2])  # ids are "<version>-1"
-        h = fields[b"h"].hex()
-        append(
-            StoredEvent(table_id, version, unpack_body(table_id, version, fields[b"b"]), h, prev)
-        )
+    while pos < size:
+        version, hlen, blen = head(buf, pos)
+        pos += _FRAME.size
+        h = buf[pos : pos + hlen].hex()
+        pos += hlen
+        if version >= from_version:
+            if prev is None:
+                raise StoreError(f"table {table_id}: event {from_version - 1} is missing")
+            body = unpack_body(table_id, version, buf[pos : pos + blen])
+            append(StoredEvent(table_id, version, body, h, prev))
+        pos += blen
         prev = h
-    return out
+        last = version
+        n += 1
+    return n, last, prev
 
 
 class RedisEventStore(EventStore):
     """Event store on Redis (see the module docstring).  ``feed_maxlen`` trims each shard feed
-    approximately to that many entries (``None``: never; table streams are never trimmed)."""
+    approximately to that many entries (``None``: never; table streams are never trimmed);
+    reads fetch ``read_chunk`` events per round trip."""
 
     def __init__(
         self,
@@ -161,6 +209,7 @@ class RedisEventStore(EventStore):
         keys: KeySpace | None = None,
         *,
         feed_maxlen: int | None = None,
+        read_chunk: int = READ_CHUNK,
     ) -> None:
         pool = getattr(client, "connection_pool", None)
         kwargs: dict[str, Any] = getattr(pool, "connection_kwargs", {}) or {}
@@ -170,6 +219,10 @@ class RedisEventStore(EventStore):
         self.keys = keys or KeySpace()
         self._script = client.register_script(APPEND_LUA)
         self._seal = client.register_script(SEAL_LUA)
+        self._read = client.register_script(READ_LUA)
+        if read_chunk < 1:
+            raise ValueError("read_chunk must be >= 1")
+        self.read_chunk = read_chunk
         self._feed_maxlen = "" if feed_maxlen is None else str(int(feed_maxlen))
 
     @property
@@ -302,47 +355,50 @@ class RedisEventStore(EventStore):
         return out
 
     # -- reads --------------------------------------------------------------------------------
-    @staticmethod
-    def _range(from_version: int, to_version: int | None) -> tuple[str, str, bool]:
-        if from_version < 1:
-            raise ValueError(f"from_version must be >= 1, got {from_version}")
-        start = "-" if from_version == 1 else f"{from_version - 1}-1"
-        end = "+" if to_version is None else f"{to_version}-1"
-        return start, end, from_version > 1
-
-    @staticmethod
-    def _decode(
-        table_id: str, entries: Sequence[tuple[bytes, Mapping[bytes, bytes]]], from_version: int
-    ) -> list[StoredEvent]:
-        if from_version == 1:
-            return decode_entries(table_id, entries, GENESIS_HASH)
-        # the first entry is the event before from_version: only its hash is needed
-        if entries and int(entries[0][0][:-2]) == from_version - 1:
-            return decode_entries(table_id, entries[1:], entries[0][1][b"h"].hex())
-        return []  # the table has fewer than from_version - 1 events
+    async def _read_from(
+        self, table_id: str, from_version: int, end: str, out: list[StoredEvent]
+    ) -> None:
+        """Append events ``from_version..end`` to ``out``, ``read_chunk`` per script call."""
+        key = self.keys.events(table_id)
+        prev: str | None = GENESIS_HASH if from_version == 1 else None
+        start = f"{max(from_version - 1, 1)}-1"
+        while True:
+            buf = await self._read(keys=[key], args=[start, end, self.read_chunk])
+            n, last, prev = decode_packed(table_id, _b(buf), from_version, prev, out)
+            if n < self.read_chunk:
+                return
+            start = f"({last}-1"
 
     async def read(
         self, table_id: str, from_version: int = 1, to_version: int | None = None
     ) -> list[StoredEvent]:
-        key = self.keys.events(table_id)
-        start, end, _ = self._range(from_version, to_version)
-        if to_version is not None and to_version < from_version:
-            return []
-        entries = cast(_Entries, await self.client.xrange(key, start, end))
-        return self._decode(table_id, entries, from_version)
+        check_table_id(table_id)
+        if from_version < 1:
+            raise ValueError(f"from_version must be >= 1, got {from_version}")
+        out: list[StoredEvent] = []
+        if to_version is None or to_version >= from_version:
+            end = "+" if to_version is None else f"{to_version}-1"
+            await self._read_from(table_id, from_version, end, out)
+        return out
 
     async def read_many(self, table_ids: Sequence[str]) -> dict[str, list[StoredEvent]]:
-        """Whole tables in one pipeline."""
+        """Whole tables, one script call per table, all in one pipeline."""
         if not table_ids:
             return {}
         async with self.client.pipeline(transaction=False) as pipe:
             for t in table_ids:
-                pipe.xrange(self.keys.events(t), "-", "+")
+                await self._read(
+                    keys=[self.keys.events(t)], args=["-", "+", self.read_chunk], client=pipe
+                )
             replies = await pipe.execute()
-        return {
-            t: decode_entries(t, entries, GENESIS_HASH)
-            for t, entries in zip(table_ids, replies, strict=True)
-        }
+        result: dict[str, list[StoredEvent]] = {}
+        for t, buf in zip(table_ids, replies, strict=True):
+            events: list[StoredEvent] = []
+            n, last, _ = decode_packed(t, _b(buf), 1, GENESIS_HASH, events)
+            if n == self.read_chunk:  # a long table: the rest chunk by chunk
+                await self._read_from(t, last + 1, "+", events)
+            result[t] = events
+        return result
 
     async def head(self, table_id: str) -> Head:
         reply = await self.client.hmget(self.keys.head(table_id), ["version", "hash", "status"])

@@ -207,3 +207,24 @@ async def test_seal_keeps_everything_and_saves_memory(
     res = await rstore.append("01JD7Q3KXW4N8ZC5T2M9PB", 60, h, "after", [typical_body(60)])
     assert res.last_version == 61
     await rstore.seal("never-written")  # no key: nothing to do
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7, 1000])
+async def test_reads_in_chunks(
+    redis_client: redis.asyncio.Redis, redis_ns: str, chunk: int
+) -> None:
+    store = RedisEventStore(redis_client, KeySpace(redis_ns, shards=4), read_chunk=chunk)
+    h = GENESIS_HASH
+    for v in range(0, 14, 2):
+        h = (
+            await store.append("t1", v, h, f"c{v}", [typical_body(v), typical_body(v + 1)])
+        ).last_hash
+    await store.append("t2", 0, GENESIS_HASH, "c", [typical_body(0)])
+    whole = await store.read("t1")
+    assert [e.version for e in whole] == list(range(1, 15))
+    assert verify_chain(whole) is None
+    for lo, hi in [(1, None), (2, None), (3, 9), (6, 6), (14, None), (15, None), (9, 3)]:
+        part = await store.read("t1", lo, hi)
+        assert part == whole[lo - 1 : hi], (lo, hi)
+    many = await store.read_many(["t1", "t2", "none"])
+    assert many["t1"] == whole and len(many["t2"]) == 1 and many["none"] == []
