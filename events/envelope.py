@@ -153,6 +153,10 @@ class Envelope(WireModel):
     def body(self) -> dict[str, Any]:
         """Return the body as it was written: for an upcast event, the old version's body.
 
+        It differs from :meth:`to_body` only for an event read with ``from_body`` or
+        ``from_stored`` whose stored body was not in the current canonical form (an older
+        schema version, or e.g. ``causation`` written out although equal to ``command_id``).
+
         With ``version`` and ``hash`` this makes an envelope an ``events.chain.ChainedEvent``,
         so ``verify_chain(envelopes)`` checks a run of them.
         """
@@ -205,7 +209,7 @@ class Envelope(WireModel):
         except ValidationError as exc:
             text, details = summarise(exc)
             raise InvalidContent("event", f"invalid event body: {text}", details) from None
-        if payload.get("v") != written.get("v"):
+        if envelope.to_body() != written:  # upcast, or written in a non-canonical form
             envelope._written = written
         return envelope
 
