@@ -213,6 +213,25 @@ def test_invalid_deck(deck: tuple[int, ...]) -> None:
     rejects(match, StartDeal(deck), "move/invalid_deck")
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="engine gap: NewMatch accepts a first dealer that is no seat and non-positive "
+    "deals/target_score (ARCHITECTURE.md 3.5: bad input gets a rejection with a stable code)",
+)
+@pytest.mark.parametrize(
+    "command",
+    [
+        NewMatch(first_dealer=2),
+        NewMatch(first_dealer=-1),
+        NewMatch(deals=0),
+        NewMatch(deals=None, target_score=0),
+    ],
+)
+def test_new_match_rejects_impossible_settings(command: NewMatch) -> None:
+    with pytest.raises(EngineError):
+        decide(None, command)
+
+
 # --- the default take --------------------------------------------------------------------------
 
 
@@ -321,6 +340,30 @@ def declined(how: Decline, stock: str | None = None) -> Match:
     assert match.deal.centre == c("6S")
     assert legal_actions(match) == [Force(), Waive()]
     return match
+
+
+@pytest.mark.parametrize(
+    ("tbl", "card", "hand", "expected"),
+    [
+        ("7C 7D 7H", "7S", "AC 2D 3H 4S 5C 6D JH", True),  # the fourth card of a set
+        ("KS KH KD", "KC", "AC 2D 3H 4S 5C 6D JH", True),
+        ("2S 3S 4S", "AS", "QC KD 6H 5D JC 7H AH", True),  # either end of a run
+        ("2S 3S 4S", "5S", "QC KD 6H 5D JC 7H AH", True),
+        ("5H 6H 7H", "JH", "AC 2D 3S 4C QD KS AS", True),  # 7 and J are neighbours
+        ("2S 3S 4S | 6S 7S JS", "5S", "QC KD 6H 5D", True),  # fits either meld
+        ("JC QC KC", "AC", "2D 3H 4S 5D 6H 7S AD", False),  # the ace is low
+        ("2S 3S 4S", "6S", "QC KD 6H 5D JC 7H AH", False),  # needs 5S from the hand
+        ("7C 7D 7H 7S", "6C", "AH 2D 3S 4C QD KS", False),
+        ("AD 2D 3D 4D 5D 6D 7D JD", "QD", "KC KH", False),  # a 9-card run needs rearranging
+    ],
+)
+def test_forceable_means_it_lays_off_on_one_meld_as_it_is(
+    tbl: str, card: str, hand: str, expected: bool
+) -> None:
+    match = position(hand, tbl, card)
+    after, events = play(match, Refuse())
+    assert events[0] == CardDeclined(P, c(card), Decline.REFUSED, expected)
+    assert (after.deal.phase is Phase.FORCE_WINDOW) == expected
 
 
 @pytest.mark.parametrize("how", [Decline.REFUSED, Decline.LEFT])

@@ -126,6 +126,22 @@ def check_phase_actions(match: Match, listed: list[Action]) -> None:
         assert listed == []
 
 
+def check_take_order(match: Match, listed: list[Action]) -> None:
+    """Takes come by hand cards; each group starts with the default arrangement (docs/rules.md)."""
+    assert match.deal is not None
+    takes = [a for a in listed if isinstance(a, Take)]
+    assert [t.hand for t in takes] == sorted(t.hand for t in takes)
+    old = set(match.deal.tables[match.deal.to_act])
+    groups: dict[CardMask, list[Take]] = {}
+    for t in takes:
+        groups.setdefault(t.hand, []).append(t)
+    for group in groups.values():
+        best = min(
+            group, key=lambda t: (-len(old & set(t.table or ())), len(t.table or ()), t.table)
+        )
+        assert group[0] == best
+
+
 def lays_off(match: Match, seat: int, card: int | None) -> bool:
     """Brute force of RULES.md 7: the card extends one existing meld as it is."""
     assert match.deal is not None and card is not None
@@ -284,6 +300,7 @@ class Walk:
             assert fold(self.events) == match, "replay differs from the state"
             return
         check_phase_actions(match, listed)
+        check_take_order(match, listed)
         if self.brute:
             check_brute_force(match, listed)
         if self.agree:
