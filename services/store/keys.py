@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 import zlib
 from dataclasses import dataclass
+from functools import cached_property
 
 __all__ = ["DEFAULT_NS", "DEFAULT_SHARDS", "InvalidTableId", "KeySpace", "check_table_id"]
 
@@ -84,9 +85,15 @@ class KeySpace:
             raise ValueError(f"shard {shard} out of range 0..{self.shards - 1}")
         return f"{{s{shard:02d}}}"
 
+    @cached_property
+    def _prefixes(self) -> tuple[str, ...]:
+        return tuple(f"{self.ns}:{{s{s:02d}}}" for s in range(self.shards))
+
     def shard_prefix(self, shard: int) -> str:
         """``<ns>:{sNN}``: the start of every key of the shard."""
-        return f"{self.ns}:{self.tag(shard)}"
+        if not 0 <= shard < self.shards:
+            raise ValueError(f"shard {shard} out of range 0..{self.shards - 1}")
+        return self._prefixes[shard]
 
     def shard_key(self, shard: int, *parts: str) -> str:
         """``<ns>:{sNN}:<part>:<part>…``: any other key of a shard (views, checkpoints, …)."""
