@@ -14,7 +14,7 @@ accepted that command and the two links of the hash chain.  Three forms exist:
   ``version``, which the store restores from the stream key and the stream id.
 
 No key of a table event's payload is one of the envelope's body keys, so the flat body is
-unambiguous (``tests/events/test_contract.py`` checks it).
+unambiguous (``tests/events/test_wire_contract.py`` checks it).
 
 >>> from events.domain import CardTurned
 >>> e = seal("T1", 3, "c-000042", "c-000042", 1_700_000_000_000, "0" * 64,
