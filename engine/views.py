@@ -1,0 +1,165 @@
+"""Views: what a seat may see and what a spectator may see, computed in one place.
+
+Every view of a state goes through ``_view`` and every view of an event through
+``visible_event``; nothing else in the code base decides what is secret.  The rules:
+
+- both tables, the centre card, scores, stakes and the phase are public;
+- a hand is shown to its own seat only, and to everybody once the deal is over (then nothing is
+  left to hide, and a reviewer wants to see the cards that were stuck); the other seats and
+  spectators see its size;
+- the stock and the waste are face down: everyone sees their sizes, nobody their cards (the
+  stock order stays hidden after the deal too);
+- only the seat to act sees its legal actions;
+- ``DealStarted`` holds the whole deck: a seat gets ``DealtView`` with its own ten cards, a
+  spectator one with none.  ``CardWasted`` stays public: the refused card lay face up as the
+  centre card a moment before, so everyone at the table has seen it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.cards import CardMask, display_order, format_card
+from engine.events import DealStarted, Event
+from engine.game import evolve
+from engine.legal import legal_actions
+from engine.notation import format_action, format_event, format_hand, table_order
+from engine.state import Deal, Match, Phase
+
+JSON = dict[str, object]
+
+
+@dataclass(frozen=True)
+class DealtView:
+    """A deal began, as one viewer sees it: number, dealer, stake and that viewer's hand.
+
+    ``seat`` is the viewer (None for a spectator, whose ``hand`` is empty); the deck order of
+    ``DealStarted`` is never part of it.
+    """
+
+    number: int
+    dealer: int
+    stake: int
+    seat: int | None
+    hand: CardMask
+
+
+VisibleEvent = Event | DealtView
+
+
+def seat_view(match: Match, seat: int) -> JSON:
+    """Return what ``seat`` may see of the match, as JSON-ready values (see the module rules).
+
+    Raises ValueError for a seat other than 0 or 1.
+    """
+    _check_viewer(seat)
+    return _view(match, seat)
+
+
+def spectator_view(match: Match) -> JSON:
+    """Return what a spectator may see of the match: public cards and the sizes of the rest."""
+    return _view(match, None)
+
+
+def _check_viewer(seat: int | None) -> None:
+    if seat not in (0, 1, None):
+        raise ValueError(f"there is no seat {seat!r}: seats are 0 and 1 (None for a spectator)")
+
+
+def _hand_shown(deal: Deal, owner: int, viewer: int | None) -> bool:
+    """Say whether ``viewer`` sees ``owner``'s hand: their own, or any once the deal is over."""
+    return owner == viewer or deal.phase is Phase.OVER
+
+
+def _view(match: Match, seat: int | None) -> JSON:
+    """Build the view of ``seat``, None standing for a spectator.
+
+    Secrecy is decided here and in ``_hand_shown``, nowhere else.
+    """
+    acting = seat is not None and seat == match.to_act
+    return {
+        "seat": seat,
+        "rules": match.rules.as_dict(),
+        "deals": match.deals,
+        "target_score": match.target_score,
+        "scores": list(match.scores),
+        "next_stake": match.next_stake,
+        "deals_played": match.deals_played,
+        "results": [_outcome(o.termination.value, o.winner) for o in match.results],
+        "match_over": match.over,
+        "winner": match.winner,
+        "deal": None if match.deal is None else _deal_view(match.deal, seat),
+        "legal_actions": [format_action(a) for a in legal_actions(match)] if acting else [],
+    }
+
+
+def _deal_view(deal: Deal, seat: int | None) -> JSON:
+    over = deal.phase is Phase.OVER
+    outcome = deal.outcome
+    return {
+        "number": deal.number,
+        "dealer": deal.dealer,
+        "stake": deal.stake,
+        "phase": deal.phase.value,
+        "to_act": None if over else deal.to_act,
+        "players": [_player(deal, s, _hand_shown(deal, s, seat)) for s in (0, 1)],
+        "centre": None if deal.centre is None else format_card(deal.centre),
+        "declined": None if deal.declined is None else deal.declined.value,
+        "stock_count": len(deal.stock),
+        "waste_count": len(deal.waste),
+        "outcome": None if outcome is None else _outcome(outcome.termination.value, outcome.winner),
+    }
+
+
+def _player(deal: Deal, seat: int, shown: bool) -> JSON:
+    hand = deal.hands[seat]
+    return {
+        "seat": seat,
+        "table": [_cards(meld) for meld in table_order(deal.tables[seat])],
+        "hand": _cards(hand) if shown else None,
+        "hand_count": hand.bit_count(),
+    }
+
+
+def _outcome(termination: str, winner: int | None) -> JSON:
+    return {"termination": termination, "winner": winner}
+
+
+def _cards(mask: CardMask) -> list[str]:
+    return [format_card(c) for c in display_order(mask)]
+
+
+def visible_event(event: Event, seat: int | None) -> VisibleEvent:
+    """Return what ``seat`` (None for a spectator) may see of an event.
+
+    ``DealStarted`` becomes a ``DealtView`` with the viewer's own hand (none for spectators);
+    every other event is public and comes back as it is.  Raises ValueError for another seat.
+    """
+    _check_viewer(seat)
+    if isinstance(event, DealStarted):
+        return DealtView(event.number, event.dealer, event.stake, seat, _dealt_hand(event, seat))
+    return event
+
+
+def _dealt_hand(event: DealStarted, seat: int | None) -> CardMask:
+    """Deal the cards as the engine does (``evolve`` is the one place dealing lives)."""
+    if seat is None:
+        return 0
+    deal = evolve(Match(), event).deal
+    return 0 if deal is None else deal.hands[seat]
+
+
+def format_visible_event(event: VisibleEvent) -> str:
+    """Format an event a viewer may see as one transcript line (``engine.notation``).
+
+    A ``DealtView`` reads ``deal 2: dealer 1, stake 2, hand AC 2C …`` (no hand for spectators).
+    """
+    if isinstance(event, DealtView):
+        hand = f", hand {format_hand(event.hand)}" if event.seat is not None else ""
+        return f"deal {event.number}: dealer {event.dealer}, stake {event.stake}{hand}"
+    return format_event(event)
+
+
+def transcript(events: list[Event], seat: int | None) -> list[str]:
+    """Return the lines of a match's events as ``seat`` (None for a spectator) may read them."""
+    return [format_visible_event(visible_event(e, seat)) for e in events]
