@@ -61,14 +61,14 @@ class CardDeclined:
 
 @dataclass(frozen=True)
 class ForceDemanded:
-    """The opponent forced the declined card on ``seat``, who must now take it."""
+    """``seat`` forced the card its opponent declined: the opponent must now take it."""
 
     seat: int
 
 
 @dataclass(frozen=True)
 class ForceWaived:
-    """The opponent let the declined card go on as if it were not forceable."""
+    """``seat`` let its opponent's declined card go on as if it were not forceable."""
 
     seat: int
 

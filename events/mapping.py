@@ -54,6 +54,7 @@ __all__ = [
     "to_engine",
     "to_engine_command",
     "to_wire",
+    "to_wire_command",
 ]
 
 DeckOf = Callable[[int], Sequence[Card]]
@@ -309,6 +310,40 @@ def _action(command: wc.CommandModel) -> ea.Action:
         case wc.MeldHand(hand=hand, table=table):
             return ea.MeldHand(cards_from_wire(hand), table_from_wire(table))
     raise TypeError(f"not a play command: {command!r}")
+
+
+def to_wire_command(
+    action: ea.Action, table_id: str, command_id: str, expected_version: int | None = None
+) -> wc.Command:
+    """Return the wire command of an engine action (what a bot or a client library sends)."""
+    common: dict[str, object] = {
+        "table_id": table_id,
+        "command_id": command_id,
+        "expected_version": expected_version,
+    }
+    match action:
+        case ea.TurnCard():
+            return wc.Turn.model_validate(common)
+        case ea.Take(hand=hand, table=table):
+            wire_table = None if table is None else table_to_wire(table)
+            return wc.Take.model_validate(
+                {**common, "hand": cards_to_wire(hand), "table": wire_table}
+            )
+        case ea.Refuse():
+            return wc.Refuse.model_validate(common)
+        case ea.Leave():
+            return wc.Leave.model_validate(common)
+        case ea.Force():
+            return wc.Force.model_validate(common)
+        case ea.Waive():
+            return wc.Waive.model_validate(common)
+        case ea.Discard(card=card):
+            return wc.Discard.model_validate({**common, "card": format_card(card)})
+        case ea.MeldHand(hand=hand, table=table):
+            return wc.MeldHand.model_validate(
+                {**common, "hand": cards_to_wire(hand), "table": table_to_wire(table)}
+            )
+    raise TypeError(f"not an engine action: {action!r}")
 
 
 # --- fairness and rejections ---------------------------------------------------------------------

@@ -1,0 +1,110 @@
+"""A table as the service sees it: the engine match, the seats, the deal seeds and the head.
+
+``Table`` is folded from the table's stored events plus its secret hash (the deal seeds, which
+turn each ``deal_started`` back into the engine's ``DealStarted`` with its deck).  It is an
+immutable value: ``apply`` returns the next one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+from engine.cards import Card
+from engine.game import evolve
+from engine.state import Match
+from events import domain as wd
+from events.chain import GENESIS_HASH
+from events.envelope import BODY_KEYS
+from events.fairness import deal_context, parse_seed, shuffle
+from events.mapping import to_engine
+from events.upcast import parse_event
+
+SEED_KEY = "seed:{number}"
+"""The secret-hash field of a deal's seed (hex) until and after it is revealed."""
+TOKEN_KEY = "token:{seat}"
+"""The secret-hash field of the SHA-256 of a seat's token."""
+
+
+@dataclass(frozen=True)
+class SeatHolder:
+    """Who holds a seat: a display name and, for a bot, the bot's name."""
+
+    name: str
+    bot: str | None = None
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table at a version: match state, seats, clock, secret seeds and deal algorithms."""
+
+    table_id: str
+    version: int = 0
+    hash: str = GENESIS_HASH
+    match: Match | None = None
+    seats: tuple[SeatHolder | None, SeatHolder | None] = (None, None)
+    turn_seconds: int | None = None
+    seeds: Mapping[int, bytes] = field(default_factory=dict)
+    algorithms: Mapping[int, str] = field(default_factory=dict)
+    token_hashes: Mapping[int, str] = field(default_factory=dict)
+
+    @property
+    def exists(self) -> bool:
+        """Say whether the table has been created."""
+        return self.match is not None
+
+    @property
+    def deal_number(self) -> int:
+        """Return the number of the current (or last) deal, 0 before the first."""
+        return 0 if self.match is None or self.match.deal is None else self.match.deal.number
+
+    def deck_of(self, number: int) -> tuple[Card, ...]:
+        """Return the deck of deal ``number`` from its secret seed (docs/fairness.md)."""
+        algorithm = self.algorithms.get(number)
+        if algorithm is None:
+            raise KeyError(f"table {self.table_id}: deal {number} has no algorithm recorded")
+        return shuffle(self.seeds[number], algorithm, deal_context(self.table_id, number))
+
+    def with_secrets(self, secrets: Mapping[str, str]) -> Table:
+        """Return the table with the seeds and token hashes of its secret hash."""
+        seeds = dict(self.seeds)
+        tokens = dict(self.token_hashes)
+        for key, value in secrets.items():
+            kind, _, number = key.partition(":")
+            if kind == "seed":
+                seeds[int(number)] = parse_seed(value)
+            elif kind == "token":
+                tokens[int(number)] = value
+        return replace(self, seeds=seeds, token_hashes=tokens)
+
+    def apply(self, event: wd.TableEvent, version: int, hash: str) -> Table:
+        """Return the table after one of its events (stored at ``version`` with ``hash``)."""
+        table = replace(self, version=version, hash=hash)
+        if isinstance(event, wd.PlayerJoined):
+            seats = list(table.seats)
+            seats[event.seat] = SeatHolder(event.name, event.bot)
+            return replace(table, seats=(seats[0], seats[1]))
+        if isinstance(event, wd.TableCreated):
+            table = replace(table, turn_seconds=event.turn_seconds)
+        elif isinstance(event, wd.DealStarted):
+            table = replace(table, algorithms={**table.algorithms, event.number: event.algorithm})
+        match = table.match
+        for engine_event in to_engine(event, table.deck_of):
+            match = evolve(match, engine_event)
+        return replace(table, match=match)
+
+
+def fold_table(
+    table_id: str,
+    stored: Iterable[tuple[int, str, Mapping[str, object]]],
+    secrets: Mapping[str, str],
+    start: Table | None = None,
+) -> Table:
+    """Fold ``(version, hash, body)`` triples of a table's events onto ``start`` (or nothing)."""
+    table = (start or Table(table_id)).with_secrets(secrets)
+    for version, hash, body in stored:
+        event = parse_event({k: v for k, v in body.items() if k not in BODY_KEYS})
+        if isinstance(event, wd.CommandRejected):  # never stored; tolerate it all the same
+            continue
+        table = table.apply(event, version, hash)
+    return table

@@ -1,0 +1,299 @@
+"""Commands in, events out: load a table, decide with the engine, append atomically.
+
+``TableService.execute`` is what the engine worker runs for each command and what
+``conquian selfplay --record`` uses: it folds the table (cached), maps the wire command to the
+engine, turns the engine's events into wire events (a new deal gets a fresh secret seed whose
+commitment is published; a finished deal reveals it), and appends them with the command id in
+one atomic store call.  A rejection is recorded under the command id too, so a redelivered
+command gets the first answer and changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets as random_source
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine import actions as ea
+from engine import events as ee
+from engine.errors import EngineError
+from engine.game import decide
+from events import commands as wc
+from events import domain as wd
+from events.base import ContractError
+from events.fairness import SHUFFLE_ALGORITHM, commitment, deal_context, new_seed, seed_hex, shuffle
+from events.mapping import rejection, reveal, to_engine_command, to_wire
+from services.store.base import AppendResult, EventStore, VersionConflict
+from services.table import SEED_KEY, TOKEN_KEY, SeatHolder, Table, fold_table
+
+MAX_CONFLICT_RETRIES = 5
+
+
+class TableError(Exception):
+    """A command the table cannot take, apart from the rules of play; ``code`` is stable."""
+
+    code = "table/error"
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a command does: wire events to append, secrets to write and the client's result."""
+
+    events: list[wd.TableEvent]
+    secrets: dict[str, str] = field(default_factory=dict)
+    result: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The answer to a command: accepted or rejected, its result, versions and the new table."""
+
+    ok: bool
+    result: dict[str, Any]
+    duplicate: bool = False
+    first_version: int = 0
+    last_version: int = 0
+    table: Table | None = None
+
+    @property
+    def code(self) -> str | None:
+        """Return the rejection code, None when accepted."""
+        code = self.result.get("code")
+        return None if self.ok or not isinstance(code, str) else code
+
+
+TokenHasher = Callable[[str, int, str], str]
+"""Returns the SHA-256 hex of the token of ``(table_id, seat, command_id)`` for a join."""
+
+
+class TableService:
+    """Executes wire commands against tables in an event store, with a cache of folded tables."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        *,
+        clock: Callable[[], int] = lambda: int(time.time() * 1000),
+        seed_source: Callable[[], bytes] = new_seed,
+        dealer_source: Callable[[], int] = lambda: random_source.randbelow(2),
+        token_hasher: TokenHasher | None = None,
+        cache_size: int = 20_000,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.seed_source = seed_source
+        self.dealer_source = dealer_source
+        self.token_hasher = token_hasher
+        self.cache_size = cache_size
+        self._cache: OrderedDict[str, Table] = OrderedDict()
+
+    # --- loading -------------------------------------------------------------------------------
+
+    async def load(self, table_id: str, *, fresh: bool = False) -> Table:
+        """Return the table at its latest version: the cached fold brought up to date."""
+        cached = None if fresh else self._cache.get(table_id)
+        head = await self.store.head(table_id)
+        if cached is not None and cached.version == head.version and cached.hash == head.hash:
+            self._remember(cached)
+            return cached
+        start = cached if cached is not None and cached.version < head.version else None
+        after = start.version if start else 0
+        stored = await self.store.read(table_id, after + 1)
+        secrets = await self.store.secrets(table_id)
+        table = fold_table(table_id, ((e.version, e.hash, e.body) for e in stored), secrets, start)
+        self._remember(table)
+        return table
+
+    def cached(self, table_id: str) -> Table | None:
+        """Return the cached table, if any (the engine worker trusts it while it owns the shard)."""
+        return self._cache.get(table_id)
+
+    def _remember(self, table: Table) -> None:
+        self._cache[table.table_id] = table
+        self._cache.move_to_end(table.table_id)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+    # --- executing -----------------------------------------------------------------------------
+
+    async def execute(self, command: wc.Command, seat: int | None) -> Outcome:
+        """Apply a command sent by ``seat`` (None for table-level commands such as create/join).
+
+        Retries on a version conflict with the table reloaded; a command id seen before on the
+        table returns the first outcome and appends nothing.
+        """
+        table = self._cache.get(command.table_id) or await self.load(command.table_id)
+        for _ in range(MAX_CONFLICT_RETRIES):
+            try:
+                return await self._attempt(table, command, seat)
+            except VersionConflict:
+                table = await self.load(command.table_id, fresh=True)
+        raise TableError("table/busy", f"table {command.table_id}: too many concurrent writers")
+
+    async def _attempt(self, table: Table, command: wc.Command, seat: int | None) -> Outcome:
+        now = self.clock()
+        try:
+            decision = self.decide(table, command, seat)
+        except (EngineError, ContractError, TableError, ValueError) as error:
+            return await self._reject(table, command, error)
+        bodies = [_body(e, command.command_id, now) for e in decision.events]
+        appended = await self.store.append(
+            table.table_id,
+            table.version,
+            table.hash,
+            command.command_id,
+            bodies,
+            json.dumps({"ok": True, **decision.result}, separators=(",", ":")),
+            secrets=decision.secrets or None,
+            status=_status(table, decision.events),
+        )
+        if appended.duplicate:
+            return _replayed(appended)
+        new = table.with_secrets(decision.secrets)
+        for stored, event in zip(appended.events, decision.events, strict=True):
+            new = new.apply(event, stored.version, stored.hash)
+        self._remember(new)
+        return Outcome(
+            True,
+            {"ok": True, **decision.result},
+            False,
+            appended.first_version,
+            appended.last_version,
+            new,
+        )
+
+    async def _reject(self, table: Table, command: wc.Command, error: Exception) -> Outcome:
+        rejected = rejection(command.command_id, error)
+        result = {"ok": False, "code": rejected.code, "message": rejected.message}
+        appended = await self.store.append(
+            table.table_id,
+            table.version,
+            table.hash,
+            command.command_id,
+            (),
+            json.dumps(result, separators=(",", ":")),
+        )
+        if appended.duplicate:
+            return _replayed(appended)
+        return Outcome(False, result, table=table)
+
+    # --- deciding ------------------------------------------------------------------------------
+
+    def decide(self, table: Table, command: wc.Command, seat: int | None) -> Decision:
+        """Return what a command does to a table, or raise an error with a stable code."""
+        if command.expected_version is not None and command.expected_version != table.version:
+            raise TableError(
+                "command/stale_version",
+                f"expected version {command.expected_version}, "
+                f"table {table.table_id} is at {table.version}",
+            )
+        if isinstance(command, wc.CreateTable):
+            return self._create(table, command)
+        if not table.exists:
+            raise TableError("table/not_found", f"no table {table.table_id!r}")
+        if isinstance(command, wc.Join):
+            return self._join(table, command)
+        if seat is None or table.seats[seat] is None:
+            raise TableError("seat/required", "only a seated player may send this command")
+        if isinstance(command, wc.NextDeal):
+            return self._next_deal(table)
+        engine_command = to_engine_command(command, seat)
+        if engine_command is None:  # pragma: no cover - join is handled above
+            raise TableError("command/unsupported", f"{command.type} needs no engine")
+        return Decision(self._with_reveals(table, decide(table.match, engine_command)))
+
+    def _create(self, table: Table, command: wc.CreateTable) -> Decision:
+        if table.exists:
+            raise TableError("table/exists", f"table {table.table_id!r} already exists")
+        dealer = self.dealer_source()
+        engine_command = to_engine_command(command, None, first_dealer=dealer)
+        assert engine_command is not None  # create_table always maps to NewMatch
+        events: list[wd.TableEvent] = []
+        for engine_event in decide(None, engine_command):
+            events += to_wire(engine_event, turn_seconds=command.turn_seconds)
+        for bot_seat, bot in sorted((command.bots or {}).items()):
+            events.append(wd.PlayerJoined(seat=bot_seat, name=f"{bot} bot", bot=bot))
+        return Decision(events, result={"first_dealer": dealer})
+
+    def _join(self, table: Table, command: wc.Join) -> Decision:
+        free = [s for s in (0, 1) if table.seats[s] is None]
+        if command.seat is not None and command.seat not in free:
+            raise TableError("seat/taken", f"seat {command.seat} is taken")
+        if not free:
+            raise TableError("table/full", f"table {table.table_id} has no free seat")
+        seat = free[0] if command.seat is None else command.seat
+        secrets: dict[str, str] = {}
+        if self.token_hasher is not None:
+            token_hash = self.token_hasher(table.table_id, seat, command.command_id)
+            secrets[TOKEN_KEY.format(seat=seat)] = token_hash
+        joined = wd.PlayerJoined(seat=seat, name=command.name)
+        seats = list(table.seats)
+        seats[seat] = SeatHolder(command.name)
+        decision = Decision([joined], secrets, {"seat": seat})
+        if None not in seats and table.deal_number == 0:  # both seated: the first deal starts
+            started = self._next_deal(table)
+            decision = Decision(
+                [joined, *started.events], {**secrets, **started.secrets}, decision.result
+            )
+        return decision
+
+    def _next_deal(self, table: Table) -> Decision:
+        seed = self.seed_source()
+        number = table.deal_number + 1
+        deck = shuffle(seed, SHUFFLE_ALGORITHM, deal_context(table.table_id, number))
+        engine_events = decide(table.match, ea.StartDeal(deck))
+        events: list[wd.TableEvent] = []
+        for engine_event in engine_events:
+            events += to_wire(engine_event, commitment=commitment(seed))
+        return Decision(events, {SEED_KEY.format(number=number): seed_hex(seed)}, {"deal": number})
+
+    def _with_reveals(self, table: Table, engine_events: list[ee.Event]) -> list[wd.TableEvent]:
+        """Map engine events to the wire, revealing the deal's seed when the deal ends."""
+        events: list[wd.TableEvent] = []
+        number = table.deal_number
+        for engine_event in engine_events:
+            events += to_wire(engine_event)
+            if isinstance(engine_event, ee.StakesSettled) and number in table.seeds:
+                events.append(reveal(number, table.seeds[number], table.algorithms[number]))
+        return events
+
+
+def _body(event: wd.TableEvent, command_id: str, now: int) -> dict[str, Any]:
+    """Return the stored body of a new event: payload, command id and time (events/envelope.py)."""
+    body: dict[str, Any] = event.model_dump(mode="json")
+    body["command_id"] = command_id
+    body["time"] = now
+    return body
+
+
+def _status(table: Table, events: list[wd.TableEvent]) -> str | None:
+    for event in reversed(events):
+        if isinstance(event, wd.MatchEnded):
+            return "over"
+        if isinstance(event, wd.TableCreated):
+            return "open"
+        if isinstance(event, wd.DealStarted):
+            return "playing"
+    return None
+
+
+def _replayed(appended: AppendResult) -> Outcome:
+    result: dict[str, Any] = json.loads(appended.result) if appended.result else {}
+    return Outcome(
+        bool(result.get("ok")), result, True, appended.first_version, appended.last_version
+    )
+
+
+def secrets_view(table: Table) -> Mapping[str, str]:
+    """Return the secret hash a table would have (seeds and token hashes), for tests."""
+    out = {SEED_KEY.format(number=n): seed_hex(s) for n, s in table.seeds.items()}
+    out.update({TOKEN_KEY.format(seat=s): h for s, h in table.token_hashes.items()})
+    return out
