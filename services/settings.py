@@ -1,0 +1,48 @@
+"""Every setting of every service in one place, read from the environment.
+
+Variables are prefixed ``CONQUIAN_`` (``CONQUIAN_SHARDS=32``); ``REDIS_URL`` is read as is.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from functools import cached_property
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from services.store.keys import KeySpace
+
+
+class Settings(BaseSettings):
+    """Settings shared by the engine worker, projector, gateway, bots and turn clock."""
+
+    model_config = SettingsConfigDict(env_prefix="CONQUIAN_", extra="ignore", frozen=True)
+
+    redis_url: str = Field(
+        default="redis://127.0.0.1:6379/0",
+        validation_alias=AliasChoices("REDIS_URL", "CONQUIAN_REDIS_URL"),
+    )
+    namespace: str = "cq"
+    shards: int = Field(default=16, ge=1, le=1024)
+    http_host: str = "127.0.0.1"
+    http_port: int = Field(default=8000, ge=0, le=65535)
+    worker_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+    token_secret: str | None = None
+    log_level: str = "INFO"
+    batch_size: int = Field(default=200, ge=1, le=10_000)
+    claim_idle_ms: int = Field(default=5_000, ge=100)
+    lease_ms: int = Field(default=10_000, ge=1_000)
+    result_wait_ms: int = Field(default=5_000, ge=0)
+    resume_gap: int = Field(default=500, ge=1)
+
+    @cached_property
+    def keys(self) -> KeySpace:
+        """Return the key scheme of this deployment."""
+        return KeySpace(ns=self.namespace, shards=self.shards)
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Return the settings from the environment, with explicit overrides on top."""
+    return Settings(**overrides)  # type: ignore[arg-type]
