@@ -12,7 +12,8 @@ the end (never FLUSHDB).
   alternation with the store -- so the ratio is what the store's own work (validation, hashing,
   encoding, result parsing) costs.  The same again with batches (``append_many``: one pipeline
   of one append per table per round) against raw pipelined EVALSHA.
-* **replay**: read every table back (``read_many``, pipelined batches of tables), decoded to
+* **replay**: read every table back (``read_many``: pipelined batches of ``--replay-batch``
+  tables, ``--replay-inflight`` batches at once), decoded to
   ``StoredEvent``; then the same with the hash chain verified (``verify_chain``), as an audit does.
 * **memory**: ``MEMORY USAGE`` (all samples) of each finished table's stream, live and after
   ``seal()``, per event; plus the head, and the command-id and feed entries per command.
@@ -96,10 +97,11 @@ def raw_calls(
     return out
 
 
-async def timed(fn: Callable[[], Awaitable[None]]) -> float:
-    t0 = time.perf_counter()
+async def timed(fn: Callable[[], Awaitable[None]]) -> tuple[float, float]:
+    """Wall-clock and this process's CPU seconds of one run."""
+    t0, c0 = time.perf_counter(), time.process_time()
     await fn()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 async def delete_ns(client: redis.asyncio.Redis, ns: str) -> None:
@@ -172,15 +174,24 @@ async def run_store_pipelined(
 
 
 # -- replay and memory ------------------------------------------------------------------------
-async def replay(store: RedisEventStore, tables: Sequence[str], verify: bool, batch: int) -> int:
-    n = 0
-    for i in range(0, len(tables), batch):
-        got = await store.read_many(tables[i : i + batch])
+async def replay(
+    store: RedisEventStore, tables: Sequence[str], verify: bool, batch: int, inflight: int
+) -> int:
+    """Read all tables back, ``batch`` tables per pipeline and ``inflight`` pipelines at once
+    (so Redis runs one batch while this process decodes another)."""
+    gate = asyncio.Semaphore(inflight)
+    counts: list[int] = []
+
+    async def one(chunk: Sequence[str]) -> None:
+        async with gate:
+            got = await store.read_many(chunk)
         for events in got.values():
-            n += len(events)
+            counts.append(len(events))
             if verify and verify_chain(events) is not None:
                 raise AssertionError("hash chain broken")
-    return n
+
+    await asyncio.gather(*(one(tables[i : i + batch]) for i in range(0, len(tables), batch)))
+    return sum(counts)
 
 
 async def memory(
@@ -220,7 +231,8 @@ async def main() -> None:
     ap.add_argument("--slice", type=int, default=5, help="versions per interleaved append slice")
     ap.add_argument("--repeat", type=int, default=3, help="replay runs (median kept)")
     ap.add_argument("--connections", type=int, default=64, help="connection pool size")
-    ap.add_argument("--replay-batch", type=int, default=50, help="tables per read pipeline")
+    ap.add_argument("--replay-batch", type=int, default=20, help="tables per read pipeline")
+    ap.add_argument("--replay-inflight", type=int, default=4, help="read pipelines at once")
     opts = ap.parse_args()
 
     pool = redis.asyncio.BlockingConnectionPool.from_url(
@@ -228,6 +240,7 @@ async def main() -> None:
     )
     client = redis.asyncio.Redis(connection_pool=pool)
     info = await client.info("server")
+    load_before = round(os.getloadavg()[0], 2)
     run_id = secrets.token_hex(3)
     namespaces: list[str] = []
 
@@ -245,6 +258,7 @@ async def main() -> None:
         # raw-first and store-first), so load from elsewhere hits both alike; the rate of each
         # is all its appends over the sum of its slices' times.
         spent = dict.fromkeys(("raw", "store", "raw_pipe", "store_pipe"), 0.0)
+        cpu = dict.fromkeys(spent, 0.0)
         work_c, work_p = workload(opts.tables, opts.events), workload(opts.tables, opts.events)
         raw_c, store_c, raw_p, store_p = new_store(), new_store(), new_store(), new_store()
         calls_c, calls_p = raw_calls(raw_c, work_c), raw_calls(raw_p, work_p)
@@ -262,7 +276,9 @@ async def main() -> None:
             if k % 2:
                 order = ["store", "raw", "store_pipe", "raw_pipe"]
             for name in order:
-                spent[name] += await timed(runs[name])
+                wall, used = await timed(runs[name])
+                spent[name] += wall
+                cpu[name] += used
         med = {k: n_appends / v for k, v in spent.items()}
         for st in (raw_c, raw_p, store_p):
             await delete_ns(client, st.keys.ns)
@@ -270,12 +286,20 @@ async def main() -> None:
 
         # replay: read every table of the last concurrent store back
         replay_rates: dict[str, list[float]] = {"plain": [], "verified": []}
+        replay_cpu: dict[str, list[float]] = {"plain": [], "verified": []}
         for _ in range(opts.repeat):
             for mode in ("plain", "verified"):
-                t0 = time.perf_counter()
-                n = await replay(last_store, last_tables, mode == "verified", opts.replay_batch)
+                t0, c0 = time.perf_counter(), time.process_time()
+                n = await replay(
+                    last_store,
+                    last_tables,
+                    mode == "verified",
+                    opts.replay_batch,
+                    opts.replay_inflight,
+                )
                 replay_rates[mode].append(n / (time.perf_counter() - t0))
-        assert n == n_appends
+                replay_cpu[mode].append(n / (time.process_time() - c0))
+                assert n == n_appends
 
         mem = await memory(client, last_store, last_tables, opts.events)
         result = {
@@ -296,8 +320,17 @@ async def main() -> None:
             "append_raw_pipelined_per_s": round(med["raw_pipe"]),
             "append_store_pipelined_per_s": round(med["store_pipe"]),
             "append_pipelined_ratio": round(med["store_pipe"] / med["raw_pipe"], 3),
+            "client_cpu_us_per_append_raw": round(cpu["raw"] / n_appends * 1e6, 1),
+            "client_cpu_us_per_append_store": round(cpu["store"] / n_appends * 1e6, 1),
+            "client_cpu_us_per_append_raw_pipelined": round(cpu["raw_pipe"] / n_appends * 1e6, 1),
+            "client_cpu_us_per_append_store_pipelined": round(
+                cpu["store_pipe"] / n_appends * 1e6, 1
+            ),
             "replay_events_per_s": round(statistics.median(replay_rates["plain"])),
             "replay_verified_events_per_s": round(statistics.median(replay_rates["verified"])),
+            "replay_events_per_cpu_s": round(statistics.median(replay_cpu["plain"])),
+            "replay_verified_events_per_cpu_s": round(statistics.median(replay_cpu["verified"])),
+            "loadavg_1min_before_after": [load_before, round(os.getloadavg()[0], 2)],
             **mem,
         }
         print(
@@ -311,8 +344,16 @@ async def main() -> None:
             f"ratio {result['append_pipelined_ratio']:.0%}"
         )
         print(
+            f"client CPU per append: store {result['client_cpu_us_per_append_store']} us, raw "
+            f"{result['client_cpu_us_per_append_raw']} us; pipelined: store "
+            f"{result['client_cpu_us_per_append_store_pipelined']} us, raw "
+            f"{result['client_cpu_us_per_append_raw_pipelined']} us"
+        )
+        print(
             f"replay: {result['replay_events_per_s']} events/s decoded, "
-            f"{result['replay_verified_events_per_s']} events/s with the chain verified"
+            f"{result['replay_verified_events_per_s']} events/s with the chain verified "
+            f"({result['replay_events_per_cpu_s']} and "
+            f"{result['replay_verified_events_per_cpu_s']} per CPU second of this process)"
         )
         print(
             f"memory per event: live {mem['bytes_per_event_live']} B, sealed "

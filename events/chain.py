@@ -41,6 +41,7 @@ __all__ = [
     "canonical_json",
     "event_body",
     "event_hash",
+    "hash_canonical",
     "verify_chain",
 ]
 
@@ -74,14 +75,19 @@ def event_hash(prev_hash: str, event: Mapping[str, object]) -> str:
 
     ``event`` may still hold ``hash`` / ``prev_hash``: they are left out before hashing.
     """
-    if len(prev_hash) != 64:
-        raise ValueError(f"prev_hash must be 64 hex characters, got {prev_hash!r}")
     body: Mapping[str, object] = event
     if not HASH_FIELDS.isdisjoint(event.keys()):
         body = event_body(event)
+    return hash_canonical(prev_hash, canonical_json(body))
+
+
+def hash_canonical(prev_hash: str, canonical: bytes) -> str:
+    """:func:`event_hash` of a body already written as its canonical JSON ``canonical``."""
+    if len(prev_hash) != 64:
+        raise ValueError(f"prev_hash must be 64 hex characters, got {prev_hash!r}")
     digest = hashlib.sha256(prev_hash.encode("ascii"))
     digest.update(b"\n")
-    digest.update(canonical_json(body))
+    digest.update(canonical)
     return digest.hexdigest()
 
 

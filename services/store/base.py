@@ -14,11 +14,11 @@ nothing (checked *before* the version, so a redelivered command never conflicts)
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from events.chain import GENESIS_HASH, HASH_FIELDS, event_hash
+from events.chain import GENESIS_HASH, HASH_FIELDS, event_hash, hash_canonical
 
 from .keys import KeySpace, check_table_id
 
@@ -26,6 +26,7 @@ __all__ = [
     "GENESIS_HASH",
     "AppendRequest",
     "AppendResult",
+    "BodyEncoder",
     "EventStore",
     "FeedEntry",
     "Head",
@@ -34,6 +35,7 @@ __all__ = [
     "StoreError",
     "StoredEvent",
     "VersionConflict",
+    "prepare_encoded",
     "prepare_events",
 ]
 
@@ -175,30 +177,60 @@ def check_append_args(
         raise ValueError(f"invalid command id {command_id!r}")
 
 
+BodyEncoder: TypeAlias = Callable[[dict[str, Any]], tuple[bytes, bytes]]
+"""Turns a body into (its canonical JSON, a store's own form of it) in one pass."""
+
+
+def _normalise(new: NewEvent, table_id: str, version: int) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    for k, v in new.items():
+        if k not in HASH_FIELDS:
+            body[k] = v
+    given_table = body.setdefault(TABLE_FIELD, table_id)
+    given_version = body.setdefault(VERSION_FIELD, version)
+    if given_table != table_id:
+        raise InvalidEvent(f"event table_id {given_table!r} is not {table_id!r}")
+    if given_version != version or isinstance(given_version, bool):
+        raise InvalidEvent(f"event version {given_version!r} is not the next one ({version})")
+    return body
+
+
 def prepare_events(
     table_id: str, expected_version: int, expected_hash: str, events: Sequence[NewEvent]
 ) -> list[StoredEvent]:
     """Number and hash ``events`` after ``expected_version``/``expected_hash``."""
     out: list[StoredEvent] = []
     prev = expected_hash
-    version = expected_version
-    for new in events:
-        version += 1
-        body: dict[str, Any] = {}
-        for k, v in new.items():
-            if k not in HASH_FIELDS:
-                body[k] = v
-        given_table = body.setdefault(TABLE_FIELD, table_id)
-        given_version = body.setdefault(VERSION_FIELD, version)
-        if given_table != table_id:
-            raise InvalidEvent(f"event table_id {given_table!r} is not {table_id!r}")
-        if given_version != version or isinstance(given_version, bool):
-            raise InvalidEvent(f"event version {given_version!r} is not the next one ({version})")
+    for version, new in enumerate(events, expected_version + 1):
+        body = _normalise(new, table_id, version)
         try:
             h = event_hash(prev, body)
         except (TypeError, ValueError) as exc:
             raise InvalidEvent(f"event {version} is not canonical JSON: {exc}") from exc
         out.append(StoredEvent(table_id, version, body, h, prev))
+        prev = h
+    return out
+
+
+def prepare_encoded(
+    table_id: str,
+    expected_version: int,
+    expected_hash: str,
+    events: Sequence[NewEvent],
+    encode: BodyEncoder,
+) -> list[tuple[StoredEvent, bytes]]:
+    """:func:`prepare_events`, with each event's stored form from ``encode``, which also gives
+    the canonical JSON that is hashed (one pass over the body instead of two)."""
+    out: list[tuple[StoredEvent, bytes]] = []
+    prev = expected_hash
+    for version, new in enumerate(events, expected_version + 1):
+        body = _normalise(new, table_id, version)
+        try:
+            canonical, stored = encode(body)
+        except (TypeError, ValueError) as exc:
+            raise InvalidEvent(f"event {version} is not canonical JSON: {exc}") from exc
+        h = hash_canonical(prev, canonical)
+        out.append((StoredEvent(table_id, version, body, h, prev), stored))
         prev = h
     return out
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from importlib import resources
 from typing import Any, cast
 
@@ -57,7 +57,7 @@ from .base import (
     StoreError,
     VersionConflict,
     check_append_args,
-    prepare_events,
+    prepare_encoded,
 )
 from .keys import KeySpace, check_table_id
 
@@ -67,6 +67,7 @@ __all__ = [
     "SEAL_LUA",
     "RedisEventStore",
     "decode_packed",
+    "encode_body",
     "pack_body",
     "unpack_body",
 ]
@@ -116,28 +117,51 @@ _SEP_STR = "\x1f"
 _COLUMN_INDEX = {"type": 0, "v": 1, "command_id": 2, "causation": 3, "time": 4}
 _INT_KEYS = frozenset({"v", "time"})
 _json_decode = json.JSONDecoder().decode
+_encode_str: Callable[[str], str] = json.encoder.encode_basestring
 
 
-def pack_body(body: Mapping[str, Any]) -> bytes:
-    """The stored form ``b`` of an event body (see the module docstring)."""
+def encode_body(body: Mapping[str, Any]) -> tuple[bytes, bytes]:
+    """(canonical JSON of ``body``, its stored form ``b``) in one pass over the fields.
+
+    The canonical JSON is built item by item exactly as :func:`events.chain.canonical_json`
+    writes it (keys sorted, strings with the same escaping, everything else through
+    ``canonical_json`` itself); the tests check the two agree on arbitrary bodies.
+    """
+    items: list[str] = []
+    rest: list[str] = []
     parts = ["", "", "", "", "", ""]
-    rest: dict[str, Any] = {}
-    for k, v in body.items():
+    for k in sorted(body):
+        if type(k) is not str:
+            raise TypeError(f"event keys must be strings, got {k!r}")
+        v = body[k]
+        tv = type(v)
+        if tv is str:
+            text = _encode_str(v)
+        elif tv is int:
+            text = int.__repr__(v)
+        else:
+            text = canonical_json(v).decode("utf-8")
+        item = _encode_str(k) + ":" + text
+        items.append(item)
         i = _COLUMN_INDEX.get(k)
         if i is not None:
             if k in _INT_KEYS:
-                if type(v) is int:
-                    parts[i] = str(v)
+                if tv is int:
+                    parts[i] = text
                     continue
-            elif type(v) is str and v and _SEP_STR not in v:
+            elif tv is str and v and _SEP_STR not in v:
                 parts[i] = v
                 continue
         elif k in KEY_FIELDS:
             continue
-        rest[k] = v
-    if rest:
-        parts[5] = canonical_json(rest)[1:-1].decode("utf-8")
-    return _SEP_STR.join(parts).encode("utf-8")
+        rest.append(item)
+    parts[5] = ",".join(rest)
+    return ("{" + ",".join(items) + "}").encode("utf-8"), _SEP_STR.join(parts).encode("utf-8")
+
+
+def pack_body(body: Mapping[str, Any]) -> bytes:
+    """The stored form ``b`` of an event body (see the module docstring)."""
+    return encode_body(body)[1]
 
 
 def unpack_body(table_id: str, version: int, raw: bytes) -> dict[str, Any]:
@@ -254,8 +278,8 @@ class RedisEventStore(EventStore):
             ks.cmdids(shard),
             prefix + "secret",
         ]
-        prepared = prepare_events(table_id, expected_version, expected_hash, events)
-        last_hash = prepared[-1].hash if prepared else expected_hash
+        encoded = prepare_encoded(table_id, expected_version, expected_hash, events, encode_body)
+        last_hash = encoded[-1][0].hash if encoded else expected_hash
         secret_items = list(secrets.items()) if secrets else []
         args: list[bytes | str | int] = [
             table_id,
@@ -263,19 +287,19 @@ class RedisEventStore(EventStore):
             expected_version,
             expected_hash,
             result,
-            len(prepared),
+            len(encoded),
             last_hash,
             status or "",
             self._feed_maxlen,
             len(secret_items),
         ]
-        for e in prepared:
-            args.append(pack_body(e.body))
+        for e, stored in encoded:
+            args.append(stored)
             args.append(bytes.fromhex(e.hash))
         for k, v in secret_items:
             args.append(k)
             args.append(v)
-        return keys, args, prepared
+        return keys, args, [e for e, _ in encoded]
 
     @staticmethod
     def finish_call(

@@ -1,4 +1,5 @@
-"""The Redis store's entry codec: every body survives pack/unpack exactly (no Redis needed)."""
+"""The Redis store's entry codec: every body survives pack/unpack exactly, and the canonical JSON
+it builds on the way is byte for byte ``events.chain.canonical_json`` (no Redis needed)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,23 @@ from hypothesis import given
 from hypothesis import strategies as st
 from store_helpers import typical_body
 
-from services.store.redis_store import pack_body, unpack_body
+from events.chain import canonical_json
+from services.store.redis_store import encode_body, pack_body, unpack_body
 
-scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=6) | st.just("a\x1fb")
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=6)
+    | st.just("a\x1fb")
+)
 values = st.recursive(
     scalars, lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=4), c, max_size=3)
 )
-keys = st.sampled_from(["type", "v", "command_id", "causation", "time", "seat", "card", "x\x1f"])
+keys = st.sampled_from(
+    ["type", "v", "command_id", "causation", "time", "seat", "card", "x\x1f", "é", "table_id"]
+) | st.text(max_size=5)
 
 
 @pytest.mark.parametrize(
@@ -39,3 +50,19 @@ def test_codec_round_trip_any_body(body: dict[str, Any]) -> None:
     packed = pack_body(body)
     assert packed.count(b"\x1f") == 5
     assert unpack_body("t", 1, packed) == {**body, "table_id": "t", "version": 1}
+
+
+@given(st.dictionaries(keys, values, max_size=8))
+def test_encoded_canonical_json_is_canonical_json(body: dict[str, Any]) -> None:
+    canonical, stored = encode_body(body)
+    assert canonical == canonical_json(body)
+    assert stored == pack_body(body)
+
+
+def test_encode_rejects_what_json_rejects() -> None:
+    with pytest.raises(ValueError):
+        encode_body({"x": float("nan")})
+    with pytest.raises(TypeError):
+        encode_body({"x": {1, 2}})
+    with pytest.raises(TypeError):
+        encode_body({1: "a"})  # type: ignore[dict-item]
