@@ -79,6 +79,12 @@ class MatchOver(MoveError):
     code = "move/match_over"
 
 
+class InvalidMatch(MoveError):
+    """A match opened with settings that cannot be played (no such seat, no way to end)."""
+
+    code = "move/invalid_match"
+
+
 class InvalidDeck(MoveError):
     """A deal was started with something that is not an order of the 40 cards."""
 

@@ -58,7 +58,7 @@ _PHASE_ACTIONS: dict[Phase, tuple[type, ...]] = {
     Phase.TURNED: (Take, Leave, MeldHand),
     Phase.DISCARD: (Discard,),
     Phase.FORCE_WINDOW: (Force, Waive),
-    Phase.FORCED: (Take,),
+    Phase.FORCED: (Take, Refuse, Leave),  # declining is answered with move/must_take
 }
 
 
@@ -88,6 +88,18 @@ def decide(match: Match | None, command: Command) -> list[Event]:
     if isinstance(command, Resign):
         return _decide_resign(match, command.seat)
     return _decide_play(match, command)
+
+
+def _check_match_settings(command: NewMatch) -> None:
+    if command.first_dealer not in (0, 1):
+        raise errors.InvalidMatch(
+            f"the first dealer must be seat 0 or 1, not {command.first_dealer!r}"
+        )
+    for name, value in (("deals", command.deals), ("target_score", command.target_score)):
+        if value is not None and value < 1:
+            raise errors.InvalidMatch(f"{name} must be at least 1 or unset, not {value!r}")
+    if command.deals is None and command.target_score is None:
+        raise errors.InvalidMatch("set deals, target_score or both: a match must be able to end")
 
 
 def _decide_start_deal(match: Match, deck: tuple[Card, ...]) -> list[Event]:
