@@ -197,28 +197,55 @@ def decode_packed(
 
     ``prev`` is the hash before the first event wanted (``None`` when the reply starts with the
     event before it, whose hash is then taken).  Returns the number of entries in the reply,
-    the last version seen and the last hash.
+    the last version seen and the last hash.  All payloads of the reply are parsed by one
+    ``json`` call (as one array), which is what makes replay fast.
     """
     n = 0
     pos = 0
     size = len(buf)
     last = 0
     head = _FRAME.unpack_from
-    append = out.append
-    while pos < size:
-        version, hlen, blen = head(buf, pos)
-        pos += _FRAME.size
-        h = buf[pos : pos + hlen].hex()
-        pos += hlen
-        if version >= from_version:
-            if prev is None:
-                raise StoreError(f"table {table_id}: event {from_version - 1} is missing")
-            body = unpack_body(table_id, version, buf[pos : pos + blen])
-            append(StoredEvent(table_id, version, body, h, prev))
-        pos += blen
-        prev = h
-        last = version
-        n += 1
+    frame = _FRAME.size
+    rows: list[tuple[int, str, str, list[str]]] = []
+    payloads: list[str] = []
+    try:
+        while pos < size:
+            version, hlen, blen = head(buf, pos)
+            pos += frame
+            h = buf[pos : pos + hlen].hex()
+            pos += hlen
+            if version >= from_version:
+                if prev is None:
+                    raise StoreError(f"table {table_id}: event {from_version - 1} is missing")
+                parts = buf[pos : pos + blen].decode("utf-8").split(_SEP_STR)
+                if len(parts) != 6:
+                    raise ValueError(f"event {version} has {len(parts)} parts")
+                payloads.append(parts.pop())
+                rows.append((version, h, prev, parts))
+            pos += blen
+            prev = h
+            last = version
+            n += 1
+        if not rows:
+            return n, last, prev
+        bodies: list[dict[str, Any]] = _json_decode("[{" + "},{".join(payloads) + "}]")
+        append = out.append
+        for (version, h, before, (t, v, c, k, m)), body in zip(rows, bodies, strict=True):
+            if t:
+                body["type"] = t
+            if v:
+                body["v"] = int(v)
+            if c:
+                body["command_id"] = c
+            if k:
+                body["causation"] = k
+            if m:
+                body["time"] = int(m)
+            body[TABLE_FIELD] = table_id
+            body[VERSION_FIELD] = version
+            append(StoredEvent(table_id, version, body, h, before))
+    except (ValueError, struct.error) as exc:  # bad frame, UTF-8, JSON or integer
+        raise StoreError(f"table {table_id}: stored events are corrupt ({exc})") from exc
     return n, last, prev
 
 

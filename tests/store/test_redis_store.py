@@ -228,3 +228,21 @@ async def test_reads_in_chunks(
         assert part == whole[lo - 1 : hi], (lo, hi)
     many = await store.read_many(["t1", "t2", "none"])
     assert many["t1"] == whole and len(many["t2"]) == 1 and many["none"] == []
+
+
+async def test_corrupt_entries_raise_store_error(
+    rstore: RedisEventStore, redis_client: redis.asyncio.Redis
+) -> None:
+    from services.store import StoreError
+
+    await rstore.append("t1", 0, GENESIS_HASH, "c1", [typical_body(0)])
+    await redis_client.xadd(
+        rstore.keys.events("t1"), {"b": b"not\x1fsix", "h": b"x" * 32}, id="2-1"
+    )
+    with pytest.raises(StoreError):
+        await rstore.read("t1")
+    await redis_client.xadd(
+        rstore.keys.events("t2"), {"b": b"a\x1f\x1f\x1f\x1f\x1f{bad", "h": b"x" * 32}, id="1-1"
+    )
+    with pytest.raises(StoreError):
+        await rstore.read_many(["t2"])
