@@ -1,29 +1,31 @@
-"""Positions and moves for engine tests, written with card texts.
+"""Positions and moves for engine tests, written in the notation of ``engine.notation``.
 
-``position`` builds a full 40-card ``Match`` around the cards a test names: P is seat 0 and acts
-by default, O is seat 1.  Cards nobody names fill O's hand up to 10 minus O's table, and the
-rest is the stock (or the waste when the test gives the stock).  Melds in a table text are
-separated by ``|``: ``"2S 3S 4S | KH KD KC"``.
+``position`` parses a position (docs/notation.md) and completes it to the 40 cards, so that every
+test position is one a deal could hold (RULES.md 9, case 18): the cards the text does not name
+fill seat 1's hand (O's) when ``h1`` is not given, up to 10 cards minus O's table (11 when O is
+to discard), and the rest is the stock, or the waste when the text gives the stock (``s -`` for
+an empty one).  P is seat 0, O is seat 1.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from engine.actions import Action, Command, Play
-from engine.cards import (
-    FULL_MASK,
-    Card,
-    CardMask,
-    cards_of,
-    count,
-    mask_of,
-    parse_card,
-    parse_cards,
-)
+from engine.cards import ALL_CARDS, CardMask, count, mask_of, parse_cards
 from engine.events import Event
 from engine.game import decide, fold
+from engine.legal import legal_actions
 from engine.melds import Meld
-from engine.rules import CLASSIC, Rules
-from engine.state import Deal, Match, Phase
+from engine.notation import (
+    format_action,
+    format_event,
+    parse_action,
+    parse_meld,
+    parse_position,
+    position_is_complete,
+)
+from engine.state import Match, Phase
 
 P, O = 0, 1  # noqa: E741 -- P and O as in RULES.md section 9
 
@@ -34,58 +36,43 @@ def cards(text: str) -> CardMask:
 
 
 def table(text: str) -> tuple[Meld, ...]:
-    """Return a table (sorted meld bitmasks) from melds separated by ``|``."""
-    return tuple(sorted(cards(part) for part in text.split("|") if part.strip()))
+    """Return a table from melds in the notation, ``"2S3S4S KHKDKC"``, as sorted bitmasks."""
+    return tuple(sorted(parse_meld(word) for word in text.split()))
 
 
-def position(
-    hand: str,
-    tbl: str = "",
-    centre: str | None = None,
-    *,
-    phase: Phase = Phase.OFFERED,
-    to_act: int = P,
-    o_hand: str | None = None,
-    o_table: str = "",
-    stock: str | None = None,
-    rules: Rules = CLASSIC,
-    deals: int | None = 1,
-    stake: int = 1,
-) -> Match:
-    """Return a match whose running deal has these cards; every card of the deck is placed once."""
-    tables = (table(tbl), table(o_table))
-    named = cards(hand) | _union(tables[0]) | _union(tables[1])
-    centre_card: Card | None = parse_card(centre) if centre else None
-    if centre_card is not None:
-        named |= 1 << centre_card
-    if o_hand is None:
-        missing = 10 - count(_union(tables[1]))
-        o_mask = mask_of(cards_of(FULL_MASK & ~named)[:missing])
-    else:
-        o_mask = cards(o_hand)
-    rest = cards_of(FULL_MASK & ~named & ~o_mask)
-    stock_cards = rest if stock is None else parse_cards(stock)
-    waste = tuple(c for c in rest if c not in stock_cards)
-    deal = Deal(
-        number=1,
-        dealer=O,
-        stake=stake,
-        phase=phase,
-        to_act=to_act,
-        hands=(cards(hand), o_mask),
-        tables=tables,
-        stock=stock_cards,
-        waste=waste,
-        centre=centre_card,
+def position(text: str) -> Match:
+    """Parse a position and complete it to 40 cards (see the module docstring)."""
+    match = parse_position(text)
+    deal = match.deal
+    assert deal is not None, "a test position needs a running deal"
+    keys = {field.split()[0].lower() for field in text.split("|") if field.strip()}
+    named = deal.hands[0] | deal.hands[1] | deal.table_masks[0] | deal.table_masks[1]
+    named |= mask_of(
+        (*deal.stock, *deal.waste, *([deal.centre] if deal.centre is not None else []))
     )
-    return Match(rules=rules, deals=deals, next_stake=stake, deal=deal)
+    rest = [c for c in ALL_CARDS if not named >> c & 1]
+    hands = deal.hands
+    if "h1" not in keys:
+        wanted = 10 - count(deal.table_masks[O])
+        wanted += deal.phase is Phase.DISCARD and deal.to_act == O
+        hands, rest = (hands[P], mask_of(rest[:wanted])), rest[wanted:]
+    if "s" in keys:
+        deal = replace(deal, hands=hands, waste=(*deal.waste, *rest))
+    else:
+        deal = replace(deal, hands=hands, stock=(*deal.stock, *rest))
+    complete = replace(match, deal=deal)
+    assert position_is_complete(complete)
+    return complete
 
 
-def _union(melds: tuple[Meld, ...]) -> CardMask:
-    mask = 0
-    for m in melds:
-        mask |= m
-    return mask
+def actions(match: Match) -> list[str]:
+    """Return the legal actions of a state in the notation, in their listed order."""
+    return [format_action(a) for a in legal_actions(match)]
+
+
+def said(events: list[Event]) -> list[str]:
+    """Return events as transcript lines (``0 refuses 6S, forceable``)."""
+    return [format_event(e) for e in events]
 
 
 def run(match: Match | None, *commands: Command) -> tuple[Match, list[Event]]:
@@ -99,11 +86,12 @@ def run(match: Match | None, *commands: Command) -> tuple[Match, list[Event]]:
     return match, events
 
 
-def play(match: Match, *actions: Action) -> tuple[Match, list[Event]]:
-    """Play actions, each by the seat to act; return the final state and all events."""
+def play(match: Match, *moves: Action | str) -> tuple[Match, list[Event]]:
+    """Play actions (objects or notation), each by the seat to act; return state and events."""
     events: list[Event] = []
-    for action in actions:
+    for move in moves:
         assert match.to_act is not None, "nobody is to act"
+        action = parse_action(move) if isinstance(move, str) else move
         match, new = run(match, Play(match.to_act, action))
         events += new
     return match, events

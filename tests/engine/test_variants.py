@@ -6,177 +6,155 @@ import json
 from dataclasses import fields, replace
 
 import pytest
-from positions import O, P, cards, play, position, run, table
+from positions import O, P, actions, cards, play, position, run, said
 
 from engine.actions import (
-    Discard,
-    Force,
     Leave,
-    MeldHand,
     NewMatch,
     Play,
     Refuse,
     StartDeal,
     Take,
     TurnCard,
-    Waive,
 )
 from engine.cards import ALL_CARDS, count, parse_card, parse_cards
 from engine.errors import IllegalTake, MatchOver, MustTake, WrongPhase
 from engine.events import (
-    CardDeclined,
-    CardTurned,
-    CardWasted,
     DealStarted,
-    Decline,
     Event,
-    HandMelded,
     MatchEnded,
     StakesSettled,
     WentOut,
 )
 from engine.game import decide
 from engine.legal import legal_actions
+from engine.notation import format_card, parse_action
 from engine.rules import CLASSIC, PRESETS, Forcing, Rules, StakeOnDraw, preset
 from engine.state import Match, Phase
 
-LONG = preset("long-runs")
-AUTOMATIC = preset("automatic-forcing")
-NO_FORCING = preset("no-forcing")
-BICYCLE = preset("bicycle")
-
-FORCEABLE = ("KC KD", "2S 3S 4S 5S | 2H 3H 4H 5H", "6S")  # worked case 14
-
-
-def takes_of(match: Match) -> list[Take]:
-    return [a for a in legal_actions(match) if isinstance(a, Take)]
+FORCEABLE = "t0 2S3S4S5S 2H3H4H5H | h0 KC KD | c 6S"  # worked case 14
+EIGHT = "t0 AD2D3D4D5D6D7DJD | h0 KC KH | c QD"  # QD makes a 9-card run
+KINGS = "t0 2S3S4S | h0 KC KD KH 5S 2C 3D 4H | c QD"  # three kings in hand, QD fits nowhere
 
 
 # --- max_run_length ------------------------------------------------------------------------
 
 
 def test_long_runs_allow_nine_and_ten_card_runs() -> None:
-    nine = position("JS JH 2C 3C KC 4H", "AD 2D 3D 4D 5D 6D 7D JD", "QD", rules=LONG)
-    assert Take(0, table("AD 2D 3D 4D 5D 6D 7D JD QD")) in takes_of(nine)
-    nine, _ = play(nine, Take(0, table("AD 2D 3D 4D 5D 6D 7D JD QD")), Discard(parse_card("KC")))
-    ten = position("JS JH 2C 3C KC", "AD 2D 3D 4D 5D 6D 7D JD QD", "KD", rules=LONG)
-    assert Take(0, table("AD 2D 3D 4D 5D 6D 7D JD QD KD")) in takes_of(ten)
+    nine = position(f"rules long-runs | offered 0 | {EIGHT}")
+    assert "take => AD2D3D4D5D6D7DJDQD" in actions(nine)
+    _, events = play(nine, "take => AD2D3D4D5D6D7DJDQD", "discard KC")
+    assert said(events) == ["0 takes QD => AD2D3D4D5D6D7DJDQD", "0 discards KC"]
+    ten = position("rules long-runs | offered 0 | t0 AD2D3D4D5D6D7DJDQD | h0 KC | c KD")
+    assert "take => AD2D3D4D5D6D7DJDQDKD" in actions(ten)
 
 
 def test_classic_limit_makes_the_ninth_card_a_split_and_not_forceable() -> None:
-    classic = position("JS JH 2C 3C KC 4H", "AD 2D 3D 4D 5D 6D 7D JD", "QD")
-    assert Take(0, table("AD 2D 3D 4D 5D 6D 7D JD QD")) not in takes_of(classic)
-    assert Take(0, table("AD 2D 3D | 4D 5D 6D 7D JD QD")) in takes_of(classic)
+    classic = position(f"offered 0 | {EIGHT}")
+    assert "take => AD2D3D4D5D6D7DJDQD" not in actions(classic)
+    assert "take => AD2D3D 4D5D6D7DJDQD" in actions(classic)
     with pytest.raises(IllegalTake) as info:
-        decide(classic, Play(P, Take(0, table("AD 2D 3D 4D 5D 6D 7D JD QD"))))
+        decide(classic, Play(P, parse_action("take => AD2D3D4D5D6D7DJDQD")))
     assert info.value.reason == "invalid_meld"
-    _, events = play(classic, Refuse())
-    assert events[0] == CardDeclined(P, parse_card("QD"), Decline.REFUSED, False)
+    _, events = play(classic, "refuse")
+    assert said(events)[0] == "0 refuses QD"
 
 
 def test_long_runs_make_the_ninth_card_forceable() -> None:
-    long = position("JS JH 2C 3C KC 4H", "AD 2D 3D 4D 5D 6D 7D JD", "QD", rules=LONG)
-    after, events = play(long, Refuse())
-    assert events == [CardDeclined(P, parse_card("QD"), Decline.REFUSED, True)]
+    after, events = play(position(f"rules long-runs | offered 0 | {EIGHT}"), "refuse")
+    assert said(events) == ["0 refuses QD, forceable"]
     assert after.deal.phase is Phase.FORCE_WINDOW
 
 
 # --- forcing ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("phase", "decline"), [(Phase.OFFERED, Refuse()), (Phase.TURNED, Leave())])
-def test_automatic_forcing_leaves_no_choice_but_to_take(phase: Phase, decline: object) -> None:
-    match = position(*FORCEABLE, phase=phase, rules=AUTOMATIC)
-    lay_off = Take(0, table("2S 3S 4S 5S 6S | 2H 3H 4H 5H"))
-    assert legal_actions(match) == [lay_off]
+@pytest.mark.parametrize(("phase", "decline"), [("offered", "refuse"), ("turned", "leave")])
+def test_automatic_forcing_leaves_no_choice_but_to_take(phase: str, decline: str) -> None:
+    match = position(f"rules automatic-forcing | {phase} 0 | {FORCEABLE}")
+    assert actions(match) == ["take => 2H3H4H5H 2S3S4S5S6S"]
     with pytest.raises(MustTake) as info:
-        decide(match, Play(P, decline))  # type: ignore[arg-type]
+        decide(match, Play(P, parse_action(decline)))
     assert info.value.code == "move/must_take"
-    after, _ = play(match, lay_off)
+    after, _ = play(match, "take")
     assert after.deal.phase is Phase.DISCARD
 
 
 def test_automatic_forcing_still_lets_a_player_decline_what_is_not_forceable() -> None:
-    match = position("KC KD 5S", "2S 3S 4S | 2H 3H 4H", "6S", rules=AUTOMATIC)
-    assert Take(cards("5S"), table("2S 3S 4S 5S 6S | 2H 3H 4H")) in takes_of(match)
-    assert legal_actions(match)[-1] == Refuse()
-    _, events = play(match, Refuse())
-    assert events[0] == CardDeclined(P, parse_card("6S"), Decline.REFUSED, False)
+    match = position("rules automatic-forcing | offered 0 | t0 2S3S4S 2H3H4H | h0 KC KD 5S | c 6S")
+    assert actions(match) == ["take 5S => 2H3H4H 2S3S4S5S6S", "refuse"]
+    _, events = play(match, "refuse")
+    assert said(events)[0] == "0 refuses 6S"
 
 
-@pytest.mark.parametrize(("phase", "decline"), [(Phase.OFFERED, Refuse()), (Phase.TURNED, Leave())])
-def test_forcing_off_opens_no_force_window(phase: Phase, decline: Refuse | Leave) -> None:
-    match = position(*FORCEABLE, phase=phase, rules=NO_FORCING)
-    assert decline in legal_actions(match)
+@pytest.mark.parametrize(("phase", "decline"), [("offered", "refuse"), ("turned", "leave")])
+def test_forcing_off_opens_no_force_window(phase: str, decline: str) -> None:
+    match = position(f"rules no-forcing | {phase} 0 | {FORCEABLE}")
+    assert decline in actions(match)
     after, events = play(match, decline)
-    how = Decline.REFUSED if isinstance(decline, Refuse) else Decline.LEFT
-    assert events[0] == CardDeclined(P, parse_card("6S"), how, False)
-    assert after.deal.phase is not Phase.FORCE_WINDOW
-    if isinstance(decline, Refuse):
-        assert events[1:] == [CardWasted(parse_card("6S")), CardTurned(P, match.deal.stock[0])]
+    if decline == "refuse":
+        top = format_card(match.deal.stock[0])
+        assert said(events) == ["0 refuses 6S", "6S goes to the waste", f"0 turns {top}"]
     else:
+        assert said(events) == ["0 leaves 6S"]
         assert after.deal.phase is Phase.OFFERED and after.deal.to_act == O
-    assert Force() not in legal_actions(after) and Waive() not in legal_actions(after)
+    assert "force" not in actions(after) and "waive" not in actions(after)
 
 
 def test_optional_forcing_is_the_classic_default() -> None:
-    match = position(*FORCEABLE)
-    after, _ = play(match, Refuse())
-    assert legal_actions(after) == [Force(), Waive()]
+    after, _ = play(position(f"offered 0 | {FORCEABLE}"), "refuse")
+    assert actions(after) == ["force", "waive"]
 
 
 # --- hand melds without a centre card ---------------------------------------------------------
 
 
 def test_hand_melds_appear_only_with_the_variant() -> None:
-    hand, tbl = "KC KD KH 5S 2C 3D 4H", "2S 3S 4S"
-    classic = position(hand, tbl, "QD")
-    assert not any(isinstance(a, MeldHand) for a in legal_actions(classic))
-    kings = MeldHand(cards("KC KD KH"), table("2S 3S 4S | KC KD KH"))
+    classic = position(f"offered 0 | {KINGS}")
+    assert actions(classic) == ["refuse"]
     with pytest.raises(IllegalTake) as info:
-        decide(classic, Play(P, kings))
+        decide(classic, Play(P, parse_action("meld KC KD KH => 2S3S4S KCKDKH")))
     assert info.value.reason == "no_centre_card"
 
-    bicycle = position(hand, tbl, "QD", rules=BICYCLE)
-    melds = [a for a in legal_actions(bicycle) if isinstance(a, MeldHand)]
-    assert kings in melds
-    assert MeldHand(cards("5S"), table("2S 3S 4S 5S")) in melds
-    assert MeldHand(cards("5S KC KD KH"), table("2S 3S 4S 5S | KC KD KH")) in melds
-    assert all(m.hand for m in melds)
-    assert legal_actions(bicycle)[: len(melds)] == melds  # hand melds come first
+    bicycle = actions(position(f"rules bicycle | offered 0 | {KINGS}"))
+    assert bicycle == [  # hand melds first, by their hand cards, then the decline
+        "meld KC KD KH => 2S3S4S KCKDKH",
+        "meld 5S => 2S3S4S5S",
+        "meld 5S KC KD KH => 2S3S4S5S KCKDKH",
+        "refuse",
+    ]
 
 
-@pytest.mark.parametrize("phase", [Phase.OFFERED, Phase.TURNED])
-def test_a_hand_meld_keeps_the_turn_and_the_centre_card(phase: Phase) -> None:
-    match = position("KC KD KH 5S 2C 3D 4H", "2S 3S 4S", "QD", phase=phase, rules=BICYCLE)
-    kings = MeldHand(cards("KC KD KH"), table("2S 3S 4S | KC KD KH"))
-    after, events = play(match, kings)
-    assert events == [HandMelded(P, kings.hand, kings.table)]
+@pytest.mark.parametrize(("phase", "decline"), [("offered", "refuse"), ("turned", "leave")])
+def test_a_hand_meld_keeps_the_turn_and_the_centre_card(phase: str, decline: str) -> None:
+    match = position(f"rules bicycle | {phase} 0 | {KINGS}")
+    after, events = play(match, "meld KC KD KH => 2S3S4S KCKDKH")
+    assert said(events) == ["0 melds KC KD KH => 2S3S4S KCKDKH"]
     deal = after.deal
-    assert deal.phase is phase and deal.to_act == P and deal.centre == parse_card("QD")
+    assert deal.phase is match.deal.phase and deal.to_act == P
+    assert deal.centre == parse_card("QD")
     assert deal.hands[P] == cards("5S 2C 3D 4H")
     assert count(deal.hands[P]) + count(deal.table_masks[P]) == 10
-    assert (Refuse() if phase is Phase.OFFERED else Leave()) in legal_actions(after)
+    assert actions(after) == ["meld 5S => 2S3S4S5S KCKDKH", decline]
 
 
 def test_hand_melds_never_win_but_a_take_afterwards_does() -> None:
-    match = position("KC KD KH", "2S 3S 4S 5S 6S 7S JS", "QS", rules=BICYCLE)
-    all_down = MeldHand(cards("KC KD KH"), table("2S 3S 4S 5S 6S 7S JS | KC KD KH"))
-    match, events = play(match, all_down)
-    assert events == [HandMelded(P, all_down.hand, all_down.table)]
+    match = position("rules bicycle | offered 0 | t0 2S3S4S5S6S7SJS | h0 KC KD KH | c QS")
+    match, events = play(match, "meld KC KD KH => 2S3S4S5S6S7SJS KCKDKH")
+    assert said(events) == ["0 melds KC KD KH => 2S3S4S5S6S7SJS KCKDKH"]
     assert match.deal.hands[P] == 0 and count(match.deal.table_masks[P]) == 10
     assert match.deal.phase is Phase.OFFERED and match.deal.outcome is None
-    match, events = play(match, Take(0))
-    assert events[1] == WentOut(P)
+    match, events = play(match, "take")
+    assert said(events)[:2] == ["0 takes QS => 2S3S4S5S6S7SJSQS KCKDKH", "0 goes out"]
     assert count(match.deal.table_masks[P]) == 11
 
 
 def test_hand_melds_are_not_allowed_while_discarding() -> None:
-    match = position("KC KD KH 5S 2C 3D 4H", "2S 3S 4S", "6S", rules=BICYCLE)
-    match, _ = play(match, Take(cards("5S")))
+    match = position("rules bicycle | offered 0 | t0 2S3S4S | h0 KC KD KH 5S 2C 3D 4H | c 6S")
+    match, _ = play(match, "take 5S")
     assert match.deal.phase is Phase.DISCARD
     with pytest.raises(WrongPhase):
-        decide(match, Play(P, MeldHand(cards("KC KD KH"), ())))
+        decide(match, Play(P, parse_action("meld KC KD KH => 2S3S4S5S6S KCKDKH")))
 
 
 # --- stakes and the match ---------------------------------------------------------------------
@@ -280,11 +258,18 @@ def test_a_doubled_stake_can_reach_the_target_at_once() -> None:
     assert match.over and max(match.scores) == 4 and match.deals_played == 3
 
 
-def test_a_match_without_an_end_goes_on() -> None:
-    match, _ = run(None, NewMatch(deals=None, target_score=None))
-    for _ in range(4):
+def test_a_match_without_a_deal_limit_goes_on_until_the_target() -> None:
+    match, _ = run(None, NewMatch(deals=None, target_score=100))
+    for _ in range(6):
         match, _ = play_deal_to_a_win(match)
-    assert not match.over and match.scores == (2, 2)
+    assert not match.over and match.scores == (3, 3) and match.deals_played == 6
+
+
+def test_whichever_end_comes_first_ends_the_match() -> None:
+    match, _ = run(None, NewMatch(deals=5, target_score=1))
+    match, events = play_deal_to_a_win(match)
+    assert match.over and match.deals_played == 1
+    assert isinstance(events[-1], MatchEnded)
 
 
 # --- the rule sets themselves -----------------------------------------------------------------
@@ -349,6 +334,6 @@ def test_rules_reject_impossible_values(bad: dict[str, object]) -> None:
 
 
 def test_started_match_carries_its_rules() -> None:
-    match, _ = run(None, NewMatch(rules=BICYCLE, deals=3, target_score=7))
-    assert match.rules == BICYCLE and match.deals == 3 and match.target_score == 7
-    assert match.next_stake == BICYCLE.base_stake
+    match, _ = run(None, NewMatch(rules=PRESETS["bicycle"], deals=3, target_score=7))
+    assert match.rules == PRESETS["bicycle"] and match.deals == 3 and match.target_score == 7
+    assert match.next_stake == PRESETS["bicycle"].base_stake

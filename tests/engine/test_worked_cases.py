@@ -1,68 +1,52 @@
 """Every worked case of RULES.md section 9, one test each, played through decide and evolve.
 
-P is seat 0 (to act), O is seat 1.  Positions are built by ``positions.position`` from card texts;
-the cards nobody names fill O's hand and the stock.
+Positions are written in the notation (docs/notation.md); ``positions.position`` completes them
+to 40 cards (unnamed cards fill O's hand and the stock).  P is seat 0 and acts, O is seat 1.
+Events are compared as transcript lines (``engine.notation.format_event``).
 """
 
 from __future__ import annotations
 
 import pytest
-from positions import O, P, cards, play, position, run, table
+from positions import O, P, actions, cards, play, position, run, said
 
-from engine.actions import Discard, Force, Leave, NewMatch, Play, Refuse, StartDeal, Take, Waive
-from engine.cards import FULL_MASK, cards_of, count, parse_card
+from engine.actions import NewMatch, Play, StartDeal
+from engine.cards import FULL_MASK, count, parse_card
 from engine.errors import IllegalTake, MoveError
-from engine.events import (
-    CardDeclined,
-    CardDiscarded,
-    CardTurned,
-    CardWasted,
-    DealStarted,
-    Decline,
-    ForceDemanded,
-    GameDrawn,
-    MatchEnded,
-    MeldMade,
-    StakesSettled,
-    WentOut,
-)
+from engine.events import DealStarted
 from engine.game import decide
 from engine.legal import legal_actions
 from engine.melds import is_meld
+from engine.notation import format_card, parse_action
 from engine.state import Match, Outcome, Phase, Termination
 
-
-def takes_of(match: Match) -> list[Take]:
-    return [a for a in legal_actions(match) if isinstance(a, Take)]
-
-
-def c(text: str) -> int:
-    return parse_card(text)
-
-
-def cards_list(text: str) -> list[int]:
-    return list(cards_of(cards(text)))
+AFTER_11 = "t0 AH2H3H 4C5C6C KCKDKHKS"  # P after case 11: ten cards down, an empty hand
 
 
 def assert_conserved(match: Match) -> None:
     """RULES.md 9 case 18: every card is in exactly one place; no table card is in a hand."""
     deal = match.deal
     assert deal is not None
-    places = [
-        *(1 << x for x in deal.stock),
-        *(1 << x for x in deal.waste),
-        *([1 << deal.centre] if deal.centre is not None else []),
-        *deal.hands,
-        *(m for t in deal.tables for m in t),
-    ]
-    assert sum(count(p) for p in places) == 40
+    places = [1 << c for c in (*deal.stock, *deal.waste)]
+    places += [1 << deal.centre] if deal.centre is not None else []
+    places += [*deal.hands, *(m for t in deal.tables for m in t)]
     union = 0
     for p in places:
         assert union & p == 0
         union |= p
-    assert union == FULL_MASK
-    for seat in (0, 1):
-        assert deal.table_masks[seat] & (deal.hands[0] | deal.hands[1]) == 0
+    assert union == FULL_MASK and sum(count(p) for p in places) == 40
+    assert (deal.table_masks[P] | deal.table_masks[O]) & (deal.hands[P] | deal.hands[O]) == 0
+
+
+def top_of_stock(match: Match) -> str:
+    assert match.deal is not None
+    return format_card(match.deal.stock[0])
+
+
+def rejected(match: Match, action: str) -> IllegalTake:
+    with pytest.raises(IllegalTake) as info:
+        decide(match, Play(P, parse_action(action)))
+    return info.value
 
 
 def test_case_01_runs_over_seven_jack_are_melds() -> None:
@@ -78,12 +62,11 @@ def test_case_02_no_wrapping_no_gaps_one_suit(text: str) -> None:
 def test_case_03_eight_card_run_is_a_meld_nine_is_not() -> None:
     assert is_meld(cards("AD 2D 3D 4D 5D 6D 7D JD"))
     assert not is_meld(cards("AD 2D 3D 4D 5D 6D 7D JD QD"))
-    # through the engine: QD on the 8-card run is legal only as a split, never as one run
-    match = position("JS JH 2C 3C KC 4H AS", "AD 2D 3D | 4D 5D 6D 7D JD", "QD")
-    assert Take(0, table("AD 2D 3D | 4D 5D 6D 7D JD QD")) in takes_of(match)
-    with pytest.raises(IllegalTake) as info:
-        decide(match, Play(P, Take(0, table("AD 2D 3D 4D 5D 6D 7D JD QD"))))
-    assert info.value.reason == "invalid_meld"
+    # through the engine: QD on the 8-card run is legal only by splitting the run
+    match = position("offered 0 | t0 AD2D3D4D5D6D7DJD | h0 KC KH | c QD")
+    assert "take => AD2D3D 4D5D6D7DJDQD" in actions(match)
+    assert "take => AD2D3D4D5D6D7DJDQD" not in actions(match)
+    assert rejected(match, "take => AD2D3D4D5D6D7DJDQD").reason == "invalid_meld"
 
 
 def test_case_04_sets_of_three_and_four() -> None:
@@ -94,111 +77,100 @@ def test_case_04_sets_of_three_and_four() -> None:
 
 
 def test_case_05_nothing_fits_an_empty_table_only_refuse() -> None:
-    match = position("5C KD 2H 3S 4D 6H JS QH AC 7D", "", "6C")
-    assert legal_actions(match) == [Refuse()]
-    with pytest.raises(IllegalTake):
-        decide(match, Play(P, Take(cards("5C 6H"))))
-    top = match.deal.stock[0]
-    after, events = play(match, Refuse())
-    assert events == [
-        CardDeclined(P, c("6C"), Decline.REFUSED, False),
-        CardWasted(c("6C")),
-        CardTurned(P, top),
-    ]
+    match = position("offered 0 | h0 5C KD 2H 3S 4D 6H JS QH AC 7D | c 6C")
+    assert actions(match) == ["refuse"]
+    assert rejected(match, "take 5C 6H").reason == "no_arrangement"
+    top = top_of_stock(match)
+    after, events = play(match, "refuse")
+    assert said(events) == ["0 refuses 6C", "6C goes to the waste", f"0 turns {top}"]
     assert after.deal.phase is Phase.TURNED and after.deal.to_act == P
-    assert after.deal.waste[-1] == c("6C")
     assert_conserved(after)
 
 
 def test_case_06_lay_off_on_the_run_then_discard() -> None:
-    match = position("AH 2S 3D 4H KD QS 5D", "7C JC QC", "6C")
-    assert legal_actions(match) == [Take(0, table("6C 7C JC QC")), Refuse()]
-    after, events = play(match, Take(0))
-    assert events == [MeldMade(P, c("6C"), 0, table("6C 7C JC QC"))]
-    assert after.deal.phase is Phase.DISCARD
-    assert legal_actions(after) == [Discard(x) for x in cards_list("AH 2S 3D 4H KD QS 5D")]
-    after, events = play(after, Discard(c("KD")))
-    assert events == [CardDiscarded(P, c("KD"))]
+    match = position("offered 0 | t0 7CJCQC | h0 AH 2S 3D 4H KD QS 5D | c 6C")
+    assert actions(match) == ["take => 6C7CJCQC", "refuse"]
+    after, events = play(match, "take")
+    assert said(events) == ["0 takes 6C => 6C7CJCQC"]
+    assert actions(after) == [  # hand cards in deck order: clubs, diamonds, hearts, spades
+        "discard 3D",
+        "discard 5D",
+        "discard KD",
+        "discard AH",
+        "discard 4H",
+        "discard 2S",
+        "discard QS",
+    ]
+    after, events = play(after, "discard KD")
+    assert said(events) == ["0 discards KD"]
     assert after.deal.phase is Phase.OFFERED and after.deal.to_act == O
-    assert after.deal.centre == c("KD")
+    assert after.deal.centre == parse_card("KD")
     assert_conserved(after)
 
 
 def test_case_07_lay_two_on_the_run_and_a_new_set_in_one_take() -> None:
-    match = position("5S KH KD KC 2D AD QC", "2S 3S 4S", "6S")
-    both = Take(cards("5S KH KD KC"), table("2S 3S 4S 5S 6S | KH KD KC"))
-    assert both in takes_of(match)
-    assert Take(cards("5S"), table("2S 3S 4S 5S 6S")) in takes_of(match)
-    assert all(t.hand & cards("5S") for t in takes_of(match))  # 6S needs 5S to reach the run
+    match = position("offered 0 | t0 2S3S4S | h0 5S KH KD KC 2D AD QC | c 6S")
+    both = "take 5S KC KD KH => 2S3S4S5S6S KCKDKH"
+    assert both in actions(match)
+    assert "take 5S => 2S3S4S5S6S" in actions(match)
+    assert all(a.startswith("take 5S") for a in actions(match)[:-1])  # 6S needs 5S
     after, events = play(match, both)
-    assert events == [MeldMade(P, c("6S"), cards("5S KH KD KC"), both.table)]
-    assert after.deal.hands[P] == cards("2D AD QC")
-    assert legal_actions(after) == [Discard(x) for x in cards_list("2D AD QC")]
-    after, _ = play(after, Discard(c("QC")))
+    assert said(events) == ["0 takes 6S with 5S KC KD KH => 2S3S4S5S6S KCKDKH"]
+    assert actions(after) == ["discard QC", "discard AD", "discard 2D"]
+    after, _ = play(after, "discard QC")
     assert count(after.deal.hands[P]) + count(after.deal.table_masks[P]) == 10
     assert_conserved(after)
 
 
 def test_case_08_rearranging_the_table_in_a_take() -> None:
-    match = position("JH JD 2C 3C KD 4H AD", "6S 7S JS", "5S")
-    rearranged = Take(cards("JH JD"), table("5S 6S 7S | JS JH JD"))
-    assert rearranged in takes_of(match)
-    assert Take(0, table("5S 6S 7S JS")) in takes_of(match)
+    match = position("offered 0 | t0 6S7SJS | h0 JH JD 2C 3C KD 4H AD | c 5S")
+    assert "take => 5S6S7SJS" in actions(match)
+    rearranged = "take JD JH => 5S6S7S JDJHJS"
+    assert rearranged in actions(match)
     after, events = play(match, rearranged)
-    assert events == [MeldMade(P, c("5S"), cards("JH JD"), table("5S 6S 7S | JS JH JD"))]
-    assert after.deal.tables[P] == table("5S 6S 7S | JS JH JD")
+    assert said(events) == ["0 takes 5S with JD JH => 5S6S7S JDJHJS"]
     assert after.deal.phase is Phase.DISCARD
     assert_conserved(after)
 
 
 def test_case_09_a_take_may_not_leave_two_cards_must_refuse() -> None:
-    match = position("5C KD 2H 3S 4D QH AC", "6C 6H 6S", "4C")
-    assert legal_actions(match) == [Refuse()]
-    with pytest.raises(IllegalTake) as info:
-        decide(match, Play(P, Take(cards("5C"), table("4C 5C 6C | 6H 6S"))))
-    assert info.value.reason == "invalid_meld"
-    with pytest.raises(IllegalTake) as info:
-        decide(match, Play(P, Take(cards("5C"))))
-    assert info.value.reason == "no_arrangement"
-    after, events = play(match, Refuse())
-    assert events[0] == CardDeclined(P, c("4C"), Decline.REFUSED, False)
-    assert isinstance(events[1], CardWasted) and isinstance(events[2], CardTurned)
+    match = position("offered 0 | t0 6C6H6S | h0 5C KD 2H 3S 4D QH AC | c 4C")
+    assert actions(match) == ["refuse"]
+    assert rejected(match, "take 5C => 4C5C6C 6H6S").reason == "invalid_meld"
+    assert rejected(match, "take 5C").reason == "no_arrangement"
+    after, events = play(match, "refuse")
+    assert said(events)[:2] == ["0 refuses 4C", "4C goes to the waste"]  # not forceable
     assert_conserved(after)
 
 
 def test_case_10_going_out_with_eleven_no_discard() -> None:
-    match = position("QC KC", "2S 3S 4S 5S | 7H 7D 7C 7S", "JC")
-    out = Take(cards("QC KC"), table("2S 3S 4S 5S | 7H 7D 7C 7S | JC QC KC"))
-    borrowed = Take(cards("QC KC"), table("2S 3S 4S 5S | 7H 7D 7S | 7C JC QC KC"))
-    with_both = [t for t in takes_of(match) if t.hand == cards("QC KC")]
-    assert with_both == [out, borrowed]  # the default arrangement keeps the existing melds
-    assert Take(cards("QC"), table("2S 3S 4S 5S | 7H 7D 7S | 7C JC QC")) in takes_of(match)
-    after, events = play(match, out)
-    assert events == [
-        MeldMade(P, c("JC"), cards("QC KC"), out.table),
-        WentOut(P),
-        StakesSettled(P, 1, (1, 0), 1),
-        MatchEnded(P, (1, 0)),
+    match = position("offered 0 | t0 2S3S4S5S 7C7D7H7S | h0 QC KC | c JC")
+    with_both = [a for a in actions(match) if a.startswith("take QC KC")]
+    assert with_both == [  # the first, the default arrangement, keeps the existing melds
+        "take QC KC => 2S3S4S5S 7C7D7H7S JCQCKC",
+        "take QC KC => 2S3S4S5S 7CJCQCKC 7D7H7S",
     ]
-    assert not any(isinstance(e, CardDiscarded) for e in events)
+    assert "take QC => 2S3S4S5S 7CJCQC 7D7H7S" in actions(match)  # legal, but not out
+    after, events = play(match, with_both[0])
+    assert said(events) == [
+        "0 takes JC with QC KC => 2S3S4S5S 7C7D7H7S JCQCKC",
+        "0 goes out",
+        "0 wins 1: score 1:0, next stake 1",
+        "match over: 0 wins 1:0",
+    ]
     assert after.deal.outcome == Outcome(Termination.OUT, P)
     assert after.deal.hands[P] == 0 and count(after.deal.table_masks[P]) == 11
     assert legal_actions(after) == []
     assert_conserved(after)
 
 
-AFTER_11 = "AH 2H 3H | 4C 5C 6C | KS KH KD KC"
-
-
 def test_case_11_ten_down_with_an_empty_hand_is_not_a_win() -> None:
-    match = position("QD", "AH 2H 3H | 4C 5C 6C | KS KH KD", "KC")
-    take = Take(0, table(AFTER_11))
-    assert take in takes_of(match)
-    after, events = play(match, take)
-    assert events == [MeldMade(P, c("KC"), 0, table(AFTER_11))]
-    assert legal_actions(after) == [Discard(c("QD"))]
-    after, events = play(after, Discard(c("QD")))
-    assert events == [CardDiscarded(P, c("QD"))]
+    match = position("offered 0 | t0 AH2H3H 4C5C6C KDKHKS | h0 QD | c KC")
+    assert "take => AH2H3H 4C5C6C KCKDKHKS" in actions(match)
+    after, events = play(match, "take => AH2H3H 4C5C6C KCKDKHKS")
+    assert actions(after) == ["discard QD"]
+    after, events = play(after, "discard QD")
+    assert said(events) == ["0 discards QD"]
     deal = after.deal
     assert deal.hands[P] == 0 and count(deal.table_masks[P]) == 10
     assert deal.phase is Phase.OFFERED and deal.to_act == O and deal.outcome is None
@@ -206,119 +178,107 @@ def test_case_11_ten_down_with_an_empty_hand_is_not_a_win() -> None:
     assert_conserved(after)
 
 
-@pytest.mark.parametrize("how", ["leaves", "discards"])
-def test_case_12_empty_hand_wins_with_a_card_that_fits(how: str) -> None:
-    if how == "leaves":
-        match = position("", AFTER_11, "7C", phase=Phase.TURNED, to_act=O)
-        match, _ = play(match, Leave())
-    else:
-        o_hand = "7C 2S 3S 5S 7H 7D 7S AD 2D"  # 9 + 3 on the table: O has taken, now discards
-        match = position(
-            "", AFTER_11, phase=Phase.DISCARD, to_act=O, o_hand=o_hand, o_table="JS JH JD"
-        )
-        match, _ = play(match, Discard(c("7C")))
-    assert match.deal.to_act == P and match.deal.centre == c("7C")
-    win = Take(0, table("AH 2H 3H | 4C 5C 6C 7C | KS KH KD KC"))
-    assert takes_of(match) == [win]
-    after, events = play(match, win)
-    assert events[:2] == [MeldMade(P, c("7C"), 0, win.table), WentOut(P)]
+@pytest.mark.parametrize(
+    ("text", "move"),
+    [
+        (f"turned 1 | {AFTER_11} | c 7C", "leave"),
+        (f"discard 1 | {AFTER_11} | t1 JDJHJS | h1 2D 2S 3S 5S 7C 7D 7H AD", "discard 7C"),
+    ],
+    ids=["O leaves 7C", "O discards 7C"],
+)
+def test_case_12_empty_hand_wins_with_a_card_that_fits(text: str, move: str) -> None:
+    match, _ = play(position(text), move)
+    assert match.deal.to_act == P and match.deal.centre == parse_card("7C")
+    assert actions(match) == ["take => AH2H3H 4C5C6C7C KCKDKHKS", "refuse"]
+    after, events = play(match, "take")
+    assert said(events)[:2] == ["0 takes 7C => AH2H3H 4C5C6C7C KCKDKHKS", "0 goes out"]
     assert after.deal.outcome == Outcome(Termination.OUT, P)
     assert_conserved(after)
 
 
 def test_case_13_empty_hand_cannot_use_the_card_refuses() -> None:
-    match = position("", AFTER_11, "QS")
-    assert legal_actions(match) == [Refuse()]
-    after, events = play(match, Refuse())
-    assert events[0] == CardDeclined(P, c("QS"), Decline.REFUSED, False)
+    match = position(f"offered 0 | {AFTER_11} | c QS")
+    assert actions(match) == ["refuse"]
+    after, events = play(match, "refuse")
+    assert said(events)[0] == "0 refuses QS"
     assert after.deal.phase is Phase.TURNED and after.deal.to_act == P
     assert_conserved(after)
 
 
 def test_case_14_forcing_a_refused_card_that_lays_off() -> None:
-    match = position("KC KD", "2S 3S 4S 5S | 2H 3H 4H 5H", "6S")
-    match, events = play(match, Refuse())
-    assert events == [CardDeclined(P, c("6S"), Decline.REFUSED, True)]
+    match = position("offered 0 | t0 2S3S4S5S 2H3H4H5H | h0 KC KD | c 6S")
+    match, events = play(match, "refuse")
+    assert said(events) == ["0 refuses 6S, forceable"]
     assert match.deal.phase is Phase.FORCE_WINDOW and match.deal.to_act == O
-    assert legal_actions(match) == [Force(), Waive()]
-    match, events = play(match, Force())
-    assert events == [ForceDemanded(O)]
+    assert actions(match) == ["force", "waive"]
+    match, events = play(match, "force")
+    assert said(events) == ["1 forces"]
     assert match.deal.phase is Phase.FORCED and match.deal.to_act == P
-    lay_off = Take(0, table("2S 3S 4S 5S 6S | 2H 3H 4H 5H"))
-    assert legal_actions(match) == [lay_off]
+    assert actions(match) == ["take => 2H3H4H5H 2S3S4S5S6S"]
     with pytest.raises(MoveError):
-        decide(match, Play(P, Refuse()))
-    match, events = play(match, lay_off)
-    assert events == [MeldMade(P, c("6S"), 0, lay_off.table)]
-    assert legal_actions(match) == [Discard(c("KC")), Discard(c("KD"))]
-    match, _ = play(match, Discard(c("KD")))
-    assert match.deal.to_act == O and match.deal.centre == c("KD")
+        decide(match, Play(P, parse_action("refuse")))
+    match, events = play(match, "take => 2H3H4H5H 2S3S4S5S6S")
+    assert said(events) == ["0 takes 6S => 2H3H4H5H 2S3S4S5S6S"]
+    assert actions(match) == ["discard KC", "discard KD"]
+    match, _ = play(match, "discard KD")
+    assert match.deal.to_act == O and match.deal.centre == parse_card("KD")
     assert_conserved(match)
 
 
 @pytest.mark.parametrize("centre", ["6S", "7H"])
-@pytest.mark.parametrize("decline", [Refuse(), Leave()])
+@pytest.mark.parametrize(("phase", "decline"), [("offered", "refuse"), ("turned", "leave")])
 def test_case_15_a_card_that_needs_another_card_is_not_forceable(
-    centre: str, decline: Refuse | Leave
+    centre: str, phase: str, decline: str
 ) -> None:
-    phase = Phase.OFFERED if isinstance(decline, Refuse) else Phase.TURNED
-    match = position("KC KD QH 2D AC 6H 5C", "2S 3S 4S", centre, phase=phase)
-    assert decline in legal_actions(match)
+    match = position(f"{phase} 0 | t0 2S3S4S | h0 KC KD QH 2D AC 6H 5C | c {centre}")
+    assert decline in actions(match)
     after, events = play(match, decline)
-    assert events[0] == CardDeclined(P, c(centre), decline_how(decline), False)
+    assert said(events)[0] == f"0 {decline}s {centre}"  # no ", forceable"
     assert after.deal.phase is not Phase.FORCE_WINDOW
-    assert not any(isinstance(e, ForceDemanded) for e in events)
+    assert "force" not in actions(after)
     assert_conserved(after)
 
 
-def decline_how(action: Refuse | Leave) -> Decline:
-    return Decline.REFUSED if isinstance(action, Refuse) else Decline.LEFT
-
-
 def test_case_16_refusal_with_an_empty_stock_is_a_draw_next_deal_doubles() -> None:
-    match = position("5C KD 2H 3S 4D 6H JS QH AC 7D", "", "6C", stock="", deals=3)
-    assert match.deal.stock == ()
-    after, events = play(match, Refuse())
-    assert events == [
-        CardDeclined(P, c("6C"), Decline.REFUSED, False),
-        CardWasted(c("6C")),
-        GameDrawn(),
-        StakesSettled(None, 0, (0, 0), 2),
+    match = position("deals 3 | offered 0 | h0 5C KD 2H 3S 4D 6H JS QH AC 7D | c 6C | s -")
+    after, events = play(match, "refuse")
+    assert said(events) == [
+        "0 refuses 6C",
+        "6C goes to the waste",
+        "the deal is drawn",
+        "no winner: score 0:0, next stake 2",
     ]
     assert after.deal.outcome == Outcome(Termination.DRAW, None)
     assert after.next_stake == 2 and not after.over
     assert_conserved(after)
     deck = tuple(range(40))
     after, events = run(after, StartDeal(deck))
-    assert events == [DealStarted(2, after.deal.dealer, 2, deck)]
+    assert events == [DealStarted(2, P, 2, deck)]  # deal 1 was dealt by O: the deal alternates
     assert after.deal.stake == 2
 
 
 def test_case_17_empty_stock_take_and_discard_play_goes_on() -> None:
-    match = position("AH 2S 3D 4H KD QS 5D", "7C JC QC", "6C", stock="")
-    match, events = play(match, Take(0), Discard(c("QS")))
-    assert not any(isinstance(e, GameDrawn | StakesSettled) for e in events)
+    match = position("offered 0 | t0 7CJCQC | h0 AH 2S 3D 4H KD QS 5D | c 6C | s -")
+    match, events = play(match, "take", "discard QS")
+    assert said(events) == ["0 takes 6C => 6C7CJCQC", "0 discards QS"]
     assert match.deal.phase is Phase.OFFERED and match.deal.to_act == O
-    assert match.deal.centre == c("QS")
-    assert Refuse() in legal_actions(match)
+    assert actions(match)[-1] == "refuse"  # O decides on the discard
     assert_conserved(match)
-    drawn, events = play(match, Refuse())  # O decides: refusing now ends the deal in a draw
-    assert GameDrawn() in events
+    drawn, events = play(match, "refuse")  # refusing it now ends the deal in a draw
+    assert "the deal is drawn" in said(events)
     assert drawn.deal.outcome == Outcome(Termination.DRAW, None)
 
 
 def test_case_18_cards_are_conserved_and_table_cards_never_return() -> None:
     """A scripted deal on a fixed deck: P takes whenever it can, O declines; check every step."""
-    deck = tuple(range(40))
-    match, _ = run(None, NewMatch(first_dealer=O, deals=1), StartDeal(deck))
-    seen_on_table = [0, 0]
+    match, _ = run(None, NewMatch(first_dealer=O, deals=1), StartDeal(tuple(range(40))))
+    on_table = [0, 0]
     while match.to_act is not None:
-        actions = legal_actions(match)
-        choice = actions[0] if match.to_act == P else actions[-1]
-        match, _ = play(match, choice)
+        listed = legal_actions(match)
+        match, _ = play(match, listed[0] if match.to_act == P else listed[-1])
         assert_conserved(match)
         for seat in (P, O):
             now = match.deal.table_masks[seat]
-            assert seen_on_table[seat] & ~now == 0, "a table card left the table"
-            seen_on_table[seat] = now
+            assert on_table[seat] & ~now == 0, "a table card left the table"
+            on_table[seat] = now
     assert match.deal.outcome is not None
