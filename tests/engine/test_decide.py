@@ -143,6 +143,14 @@ def test_illegal_take_says_why(action: str, reason: str) -> None:
     assert err.reason == reason
 
 
+def test_a_take_may_not_use_the_opponents_melds() -> None:
+    match = position("offered 0 | t0 2S3S4S | t1 5S6S7S | h0 KH KD KC 2D AD QC 3H | c JS")
+    assert actions(match) == ["refuse"]
+    err = rejects(match, "take => 2S3S4S5S6S7SJS", "move/illegal_take")
+    assert isinstance(err, IllegalTake) and err.reason == "cards"
+    assert "5S" in err.message
+
+
 def test_illegal_take_without_any_arrangement() -> None:
     match = position(OFFERED_7)
     err = rejects(match, "take 2D AD", "move/illegal_take")

@@ -298,6 +298,9 @@ class Walk:
         if match.to_act is None:
             assert listed == []
             assert fold(self.events) == match, "replay differs from the state"
+            if match.deal.outcome is not None and before is not None and before.to_act is not None:
+                assert match.results[-1] == match.deal.outcome
+                assert len(match.results) == match.deals_played == match.deal.number
             return
         check_phase_actions(match, listed)
         check_take_order(match, listed)
