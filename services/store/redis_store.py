@@ -85,26 +85,34 @@ return 1
 
 READ_LUA = """#!lua flags=no-writes
 local e = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[2], 'COUNT', ARGV[3])
-local out = {}
+local out, n, pack = {}, 0, struct.pack
 for i = 1, #e do
-  local f = e[i][2]
-  local b, h = '', ''
-  for j = 1, #f, 2 do
-    if f[j] == 'b' then b = f[j + 1] elseif f[j] == 'h' then h = f[j + 1] end
+  local id, f = e[i][1], e[i][2]
+  local b, h
+  if f[1] == 'b' and f[3] == 'h' then
+    b, h = f[2], f[4]
+  else
+    b, h = '', ''
+    for j = 1, #f, 2 do
+      if f[j] == 'b' then b = f[j + 1] elseif f[j] == 'h' then h = f[j + 1] end
+    end
   end
-  local v = tonumber(string.match(e[i][1], '^(%d+)'))
-  out[i] = struct.pack('>IBI', v, #h, #b) .. h .. b
+  out[n + 1] = pack('>BBI', #id, #h, #b)
+  out[n + 2] = id
+  out[n + 3] = h
+  out[n + 4] = b
+  n = n + 4
 end
 return table.concat(out)
 """
 """Reads a range of a table stream as one string (so the client parses one reply, not five per
-event): per entry ``>IBI`` (version, hash length, body length), the raw hash, the stored body.
-KEYS[1] the stream; ARGV start id, end id, COUNT."""
+event): per entry ``>BBI`` (lengths of the stream id, the hash and the stored body), then the id,
+the raw hash and the stored body.  KEYS[1] the stream; ARGV start id, end id, COUNT."""
 
 READ_CHUNK = 5000
 """Entries per read call."""
 
-_FRAME = struct.Struct(">IBI")
+_FRAME = struct.Struct(">BBI")
 
 _Call = tuple[list[str], list[bytes | str | int], list[StoredEvent]]
 _Entries = list[tuple[bytes, dict[bytes, bytes]]]
@@ -210,8 +218,10 @@ def decode_packed(
     payloads: list[str] = []
     try:
         while pos < size:
-            version, hlen, blen = head(buf, pos)
+            idlen, hlen, blen = head(buf, pos)
             pos += frame
+            version = int(buf[pos : buf.index(b"-", pos, pos + idlen)])
+            pos += idlen
             h = buf[pos : pos + hlen].hex()
             pos += hlen
             if version >= from_version:
