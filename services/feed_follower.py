@@ -1,0 +1,204 @@
+"""Follow every shard feed from a checkpoint of one's own: the loop the bots runner and clock share.
+
+A :class:`FeedFollower` named ``name`` keeps, per shard, the last feed position it has handled
+in ``<ns>:{sNN}:ckpt:<name>`` and reads all its shard feeds with one ``XREAD BLOCK`` (one round
+trip whether one shard or all of them have news).  :meth:`FeedFollower.batches` yields lists of
+:class:`~services.store.base.FeedEntry` in feed order per shard; the checkpoints of a batch are
+written when the caller asks for the next batch, i.e. after its loop body has finished with the
+batch.  A crash in between means the batch is read again: the delivery is *at least once*, so
+what a follower does with an entry must be harmless to repeat (the bots runner and the turn
+clock send commands with deterministic command ids, which the store applies once per table).
+
+Several processes may follow under the same name: each reads every entry (there is no consumer
+group) and they share the checkpoint, which only matters at start.  The checkpoint is written
+with a plain ``SET`` (one key per shard, never two shards in one call), so it is safe on Redis
+Cluster; the one ``XREAD`` over all shards is not (its keys span slots) and would have to be
+split per node there: pass ``shards`` to follow a subset per follower.
+
+A follower without a checkpoint starts from the beginning of each feed, so a fresh bots runner
+or clock also looks once at every table the feeds still hold (a table waiting on a bot since
+before the runner was deployed gets its move).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import Any, cast
+
+from redis.asyncio import Redis
+
+from engine.state import Phase
+from events import commands as wc
+from services.store.base import FeedEntry
+from services.store.keys import KeySpace
+from services.table import Table
+
+_XReadReply = list[tuple[Any, list[tuple[Any, dict[Any, Any]]]]]
+
+START = "0-0"
+"""The position before the first entry of a feed."""
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
+def _field(fields: dict[Any, Any], name: str) -> Any:
+    value = fields.get(name.encode("ascii"))
+    return fields.get(name) if value is None else value
+
+
+class FeedFollower:
+    """Reads the shard feeds ``shards`` (default: all) after its checkpoints ``ckpt:<name>``."""
+
+    def __init__(
+        self,
+        client: Redis,
+        keys: KeySpace,
+        name: str,
+        *,
+        shards: Iterable[int] | None = None,
+        count: int = 200,
+        block_ms: int = 500,
+    ) -> None:
+        if not name or ":" in name:
+            raise ValueError(f"invalid follower name {name!r}")
+        self.client = client
+        self.keys = keys
+        self.name = name
+        self.shards: tuple[int, ...] = tuple(range(keys.shards) if shards is None else shards)
+        for shard in self.shards:
+            keys.tag(shard)  # raises on a shard out of range
+        self.count = count
+        self.block_ms = block_ms
+        self.positions: dict[int, str] = {}
+        self._feeds = {keys.feed(s): s for s in self.shards}
+
+    def checkpoint_key(self, shard: int) -> str:
+        """Return ``<ns>:{sNN}:ckpt:<name>``."""
+        return self.keys.shard_key(shard, "ckpt", self.name)
+
+    async def load_checkpoints(self) -> dict[int, str]:
+        """Read the checkpoint of every followed shard (``0-0`` where there is none)."""
+        positions: dict[int, str] = {}
+        for shard in self.shards:  # one GET per shard: the keys live in different slots
+            raw = await self.client.get(self.checkpoint_key(shard))
+            positions[shard] = START if raw is None else _text(raw)
+        self.positions = positions
+        return dict(positions)
+
+    async def commit(self, entries: Sequence[FeedEntry]) -> None:
+        """Write the checkpoint of each shard to the last position of ``entries`` on it."""
+        last: dict[int, str] = {}
+        for entry in entries:
+            last[self.keys.shard_of(entry.table_id)] = entry.position
+        if not last:
+            return
+        async with self.client.pipeline(transaction=False) as pipe:
+            for shard, position in last.items():
+                pipe.set(self.checkpoint_key(shard), position)
+            await pipe.execute()
+
+    async def read(self, block_ms: int | None = None) -> list[FeedEntry]:
+        """Read the next entries of all followed feeds (waiting up to ``block_ms`` for one).
+
+        Advances the in-memory positions but writes no checkpoint (see :meth:`commit`).
+        """
+        if not self.positions:
+            await self.load_checkpoints()
+        streams: dict[Any, Any] = {self.keys.feed(s): self.positions[s] for s in self.shards}
+        wait = self.block_ms if block_ms is None else block_ms
+        reply = await self.client.xread(streams, count=self.count, block=wait or None)
+        out: list[FeedEntry] = []
+        for stream, entries in cast(_XReadReply, reply or []):
+            shard = self._feeds[_text(stream)]
+            for entry_id, fields in entries:
+                position = _text(entry_id)
+                out.append(
+                    FeedEntry(
+                        position,
+                        _text(_field(fields, "t")),
+                        int(_field(fields, "f")),
+                        int(_field(fields, "l")),
+                    )
+                )
+                self.positions[shard] = position
+        return out
+
+    async def batches(self, stop: asyncio.Event | None = None) -> AsyncIterator[list[FeedEntry]]:
+        """Yield batches of new feed entries until ``stop`` is set; checkpoint each when done.
+
+        A batch's checkpoint is written when the next one is asked for (or the loop ends
+        normally), so an exception in the caller's loop body leaves it to be read again.
+        """
+        await self.load_checkpoints()
+        while stop is None or not stop.is_set():
+            batch = await self.read()
+            if not batch:
+                continue
+            yield batch
+            await self.commit(batch)
+
+
+def unique_tables(entries: Iterable[FeedEntry]) -> list[str]:
+    """Return the table ids of ``entries``, each once, in the order of their last entry."""
+    last: dict[str, None] = {}
+    for entry in entries:
+        last.pop(entry.table_id, None)
+        last[entry.table_id] = None
+    return list(last)
+
+
+# --- what the followers that send commands share ---------------------------------------------
+
+
+def time_ms() -> int:
+    """Return the time in ms since the epoch (the default clock of the services)."""
+    return int(time.time() * 1000)
+
+
+def between_deals(table: Table) -> bool:
+    """Say whether the table waits for ``next_deal``: both seats taken, no deal running, match on.
+
+    True before the first deal of a table whose seats were all filled at creation (two bots) and
+    after each deal but the last.
+    """
+    match = table.match
+    if match is None or match.over or None in table.seats:
+        return False
+    return match.deal is None or match.deal.phase is Phase.OVER
+
+
+async def submit_command(
+    client: Redis, keys: KeySpace, command: wc.Command, seat: int | None, received_ms: int
+) -> str:
+    """XADD ``command`` for ``seat`` to its table's command stream; return the entry id.
+
+    The entry has the fields of docs/services.md: ``c`` (the wire command as JSON), ``s`` (the
+    seat, ``""`` for none) and ``r`` (``received_ms``).
+    """
+    fields: dict[Any, Any] = {
+        "c": command.model_dump_json(exclude_none=True),
+        "s": "" if seat is None else str(seat),
+        "r": str(received_ms),
+    }
+    entry_id = await client.xadd(keys.cmd(keys.shard_of(command.table_id)), fields)
+    return _text(entry_id)
+
+
+def run_until_signal(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+    """Run ``main(stop)`` on a new event loop; SIGINT and SIGTERM set ``stop``."""
+
+    async def runner() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):  # not on every OS
+                loop.add_signal_handler(sig, stop.set)
+        await main(stop)
+
+    asyncio.run(runner())
