@@ -1,0 +1,220 @@
+"""The bots runner: plays the seats given to the engine's bots through the command streams.
+
+A table created with ``bots: {"1": "greedy"}`` has a ``player_joined`` with ``bot="greedy"``
+on seat 1.  The runner follows every shard feed (:class:`services.feed_follower.FeedFollower`,
+checkpoint ``<ns>:{sNN}:ckpt:bots``); for each table a batch touches it loads the table at its
+latest version (``TableService.load``, cached) and sends at most one command:
+
+* a bot seat is to act (``match.to_act``): the bot named on the seat (``engine.bots.make_bot``)
+  chooses from that seat's ``BotView`` and legal actions, with a ``random.Random`` seeded from
+  ``conquian/bots/<table>/<version>/<seat>`` (so a replay chooses the same), and the action
+  goes out as its wire command (``events.mapping.to_wire_command``);
+* between deals (deal over or none yet, both seats taken, match not over) and a seat holds a
+  bot: the lowest bot seat sends ``next_deal`` at once.  A human who sent ``next_deal`` first
+  moved the version on, so the bot's command is then rejected as stale and changes nothing.
+
+The command goes to ``<ns>:{sNN}:cmd`` like a person's (fields ``c``, ``s`` = the bot's seat,
+``r``), with the command id ``bot-<version>-<seat>`` (version zero-padded to four digits, e.g.
+``bot-0012-1``) and ``expected_version`` = the version the bot decided at.  Both are
+deterministic, so two runners, a runner restarted after a crash, or a feed entry read twice send
+the *same* command: the store applies a command id once per table and hands a repeat the first
+result, and the expected version makes a decision taken on an old version fail instead of
+landing on a newer one.  A runner also remembers the last version it sent for each table and
+does not send it again itself.  Nothing else happens on a rejection: every accepted command
+appends events, whose feed entry makes the runner look at the table again.
+
+Bots run in this trusted process, which loads secret deal seeds to fold the table, but a bot
+decides only from its seat's ``BotView`` (``engine.bots``): the other hand and the stock order
+never reach the decision.  Human seats are never played here; a human who does not act is the
+turn clock's business (docs/turn-clock.md).
+
+Run with ``python -m services.bots_runner`` (settings from the environment, services/settings.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+
+from engine.bots import Bot, make_bot
+from events import commands as wc
+from events.mapping import to_wire_command
+from services import log as service_log
+from services.feed_follower import (
+    FeedFollower,
+    between_deals,
+    run_until_signal,
+    submit_command,
+    time_ms,
+    unique_tables,
+)
+from services.settings import Settings, load_settings
+from services.store.base import FeedEntry
+from services.store.keys import KeySpace
+from services.store.redis_store import RedisEventStore
+from services.table import Table
+from services.table_service import TableService
+
+FOLLOWER_NAME = "bots"
+"""The name of the runner's feed checkpoints: ``<ns>:{sNN}:ckpt:bots``."""
+
+
+@dataclass(frozen=True)
+class BotCommand:
+    """A command a bot seat sends: the table version it decided at, its seat and the command."""
+
+    table_id: str
+    version: int
+    seat: int
+    command: wc.Command
+
+
+def bot_command_id(version: int, seat: int) -> str:
+    """Return the deterministic command id of a bot's move at ``version``: ``bot-0012-1``."""
+    return f"bot-{version:04d}-{seat}"
+
+
+def bot_rng(table_id: str, version: int, seat: int) -> random.Random:
+    """Return the random source of the bot on ``seat`` deciding at ``version`` of the table."""
+    return random.Random(f"conquian/bots/{table_id}/{version}/{seat}")
+
+
+def bot_seats(table: Table) -> list[int]:
+    """Return the seats held by bots, lowest first."""
+    return [s for s, holder in enumerate(table.seats) if holder is not None and holder.bot]
+
+
+def bot_command(table: Table, bot_for: Callable[[str], Bot] = make_bot) -> BotCommand | None:
+    """Return the command a bot seat of ``table`` sends now, or None when no bot is due.
+
+    ``bot_for`` returns the bot of a name (raises KeyError for an unknown one).
+    """
+    match = table.match
+    if match is None or match.over:
+        return None
+    version = table.version
+    seat = match.to_act
+    if seat is not None:
+        holder = table.seats[seat]
+        if holder is None or not holder.bot:
+            return None
+        action = bot_for(holder.bot).choose(match, seat, bot_rng(table.table_id, version, seat))
+        command = to_wire_command(action, table.table_id, bot_command_id(version, seat), version)
+        return BotCommand(table.table_id, version, seat, command)
+    seats = bot_seats(table)
+    if not seats or not between_deals(table):
+        return None
+    seat = seats[0]
+    next_deal = wc.NextDeal(
+        command_id=bot_command_id(version, seat),
+        table_id=table.table_id,
+        expected_version=version,
+    )
+    return BotCommand(table.table_id, version, seat, next_deal)
+
+
+class BotsRunner:
+    """Sends the commands of bot seats for the tables of feed batches (see the module docstring)."""
+
+    def __init__(
+        self,
+        client: Redis,
+        keys: KeySpace,
+        *,
+        service: TableService | None = None,
+        clock: Callable[[], int] = time_ms,
+        remember: int = 100_000,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.service = service or TableService(RedisEventStore(client, keys))
+        self.clock = clock
+        self.remember = remember
+        self.log: Any = service_log.get_logger("bots_runner")
+        self._bots: dict[str, Bot] = {}
+        self._sent: OrderedDict[str, int] = OrderedDict()
+
+    def bot(self, name: str) -> Bot:
+        """Return the (shared, stateless) bot of a name."""
+        bot = self._bots.get(name)
+        if bot is None:
+            bot = self._bots[name] = make_bot(name)
+        return bot
+
+    async def handle(self, entries: Iterable[FeedEntry]) -> list[BotCommand]:
+        """Look at each table of ``entries`` once and send its bot's command, if one is due."""
+        sent: list[BotCommand] = []
+        for table_id in unique_tables(entries):
+            move = await self.consider(table_id)
+            if move is not None:
+                sent.append(move)
+        return sent
+
+    async def consider(self, table_id: str) -> BotCommand | None:
+        """Load a table and send its bot's command if one is due and not yet sent by this runner."""
+        table = await self.service.load(table_id)
+        if self._sent.get(table_id) == table.version:
+            return None
+        try:
+            move = bot_command(table, self.bot)
+        except (KeyError, ValueError) as error:  # an unknown bot name; a bot refusing the state
+            self.log.error("bot_failed", table=table_id, version=table.version, error=str(error))
+            return None
+        if move is None:
+            return None
+        entry_id = await submit_command(
+            self.client, self.keys, move.command, move.seat, self.clock()
+        )
+        self._sent[table_id] = move.version
+        self._sent.move_to_end(table_id)
+        while len(self._sent) > self.remember:
+            self._sent.popitem(last=False)
+        self.log.info(
+            "bot_command",
+            table=table_id,
+            seat=move.seat,
+            command_id=move.command.command_id,
+            version=move.version,
+            type=move.command.type,
+            entry=entry_id,
+        )
+        return move
+
+
+async def run_bots(
+    settings: Settings,
+    stop: asyncio.Event | None = None,
+    *,
+    block_ms: int = 500,
+) -> None:
+    """Follow every shard feed and play the bot seats until ``stop`` is set."""
+    client = Redis.from_url(settings.redis_url, decode_responses=False)
+    log: Any = service_log.get_logger("bots_runner")
+    try:
+        runner = BotsRunner(client, settings.keys)
+        follower = FeedFollower(
+            client, settings.keys, FOLLOWER_NAME, count=settings.batch_size, block_ms=block_ms
+        )
+        log.info("bots_runner_started", shards=settings.shards, namespace=settings.namespace)
+        async for batch in follower.batches(stop):
+            await runner.handle(batch)
+    finally:
+        await client.aclose()
+        log.info("bots_runner_stopped")
+
+
+def main() -> None:
+    """``python -m services.bots_runner``: run until SIGINT or SIGTERM."""
+    settings = load_settings()
+    service_log.configure(settings.log_level)
+    run_until_signal(lambda stop: run_bots(settings, stop))
+
+
+if __name__ == "__main__":
+    main()
