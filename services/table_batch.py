@@ -1,0 +1,178 @@
+"""Many commands, many tables, few round trips: ``execute_many`` beside ``TableService.execute``.
+
+The engine worker reads commands in batches.  Commands of one table must run in stream order,
+one after the other (each decides on the state the one before left); commands of different
+tables are independent.  ``execute_many`` therefore runs in *rounds*: round ``k`` takes the
+``k``-th command of every table in the batch, decides each one on its table (cached, else
+folded from the store), and appends them all with ``EventStore.append_many`` (one pipelined
+round trip on Redis, each append still its own atomic Lua call).  A batch of commands for ``n``
+different tables costs about one round trip instead of ``n``.
+
+Each command gets exactly the outcome ``TableService.execute`` would give it: the same events,
+result, secrets and status, the same rejection recorded under the command id, the same answer
+for a command id seen before, and a version conflict (another writer moved the table) is
+settled by ``TableService.execute`` itself, which reloads the table and decides again.
+
+The answer is one entry per command, in input order:
+
+``Outcome``
+    the command was decided (accepted, rejected and recorded, or a duplicate);
+``BaseException``
+    something unexpected failed for this command (the store was unreachable, a bug); nothing
+    after it on the same table was attempted;
+``None``
+    not attempted: an earlier command of its table failed, or ``proceed()`` said stop.
+
+An unattempted or failed command may be retried later: a command id already applied returns the
+first outcome, so a retry never applies anything twice.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from engine.errors import EngineError
+from events import commands as wc
+from events.base import ContractError
+from events.mapping import rejection
+from services.store.base import AppendRequest, AppendResult, VersionConflict
+from services.table import Table
+from services.table_service import (
+    Decision,
+    Outcome,
+    TableError,
+    TableService,
+    _body,
+    _replayed,
+    _status,
+)
+
+__all__ = ["BatchItem", "BatchResult", "execute_many"]
+
+BatchItem = tuple[wc.Command, int | None]
+"""A command and the seat that sent it (None for table-level commands)."""
+
+BatchResult = Outcome | BaseException | None
+"""What ``execute_many`` answers for one command (see the module docstring)."""
+
+_DECISION_ERRORS = (EngineError, ContractError, TableError, ValueError)
+"""Errors that reject a command (recorded under its id), as in ``TableService._attempt``."""
+
+
+@dataclass
+class _Plan:
+    """One command of a round: its table, the append to make and what it means."""
+
+    index: int
+    table: Table
+    command: wc.Command
+    seat: int | None
+    request: AppendRequest
+    decision: Decision | None  # None: a rejection
+    result: dict[str, Any]
+
+
+def _plan(service: TableService, index: int, table: Table, item: BatchItem, now: int) -> _Plan:
+    """Decide one command on ``table``: the append of its events, or of its rejection."""
+    command, seat = item
+    try:
+        decision = service.decide(table, command, seat)
+    except _DECISION_ERRORS as error:
+        rejected = rejection(command.command_id, error)
+        result = {"ok": False, "code": rejected.code, "message": rejected.message}
+        request = AppendRequest(
+            table.table_id,
+            table.version,
+            table.hash,
+            command.command_id,
+            (),
+            json.dumps(result, separators=(",", ":")),
+        )
+        return _Plan(index, table, command, seat, request, None, result)
+    result = {"ok": True, **decision.result}
+    request = AppendRequest(
+        table.table_id,
+        table.version,
+        table.hash,
+        command.command_id,
+        [_body(e, command.command_id, now) for e in decision.events],
+        json.dumps(result, separators=(",", ":")),
+        decision.secrets or None,
+        _status(table, decision.events),
+    )
+    return _Plan(index, table, command, seat, request, decision, result)
+
+
+def _finish(service: TableService, plan: _Plan, appended: AppendResult) -> Outcome:
+    """The outcome of a planned append, with the table cached at its new version."""
+    if appended.duplicate:
+        return _replayed(appended)
+    if plan.decision is None:
+        return Outcome(False, plan.result, table=plan.table)
+    new = plan.table.with_secrets(plan.decision.secrets)
+    for stored, event in zip(appended.events, plan.decision.events, strict=True):
+        new = new.apply(event, stored.version, stored.hash)
+    service._remember(new)
+    return Outcome(True, plan.result, False, appended.first_version, appended.last_version, new)
+
+
+async def execute_many(
+    service: TableService,
+    items: Sequence[BatchItem],
+    *,
+    proceed: Callable[[], bool] = lambda: True,
+    on_append: Callable[[float], None] | None = None,
+) -> list[BatchResult]:
+    """Execute ``items`` (see the module docstring); commands of a table run in input order.
+
+    ``proceed`` is asked before each round: when it says no, the rest is left unattempted (the
+    engine worker stops when it loses the lease of the shard).  ``on_append`` gets the duration
+    in seconds of each round's pipelined append (for a histogram).
+    """
+    results: list[BatchResult] = [None] * len(items)
+    queues: dict[str, deque[int]] = defaultdict(deque)
+    for index, (command, _) in enumerate(items):
+        queues[command.table_id].append(index)
+    store = service.store
+    while queues and proceed():
+        heads = [(table_id, queue.popleft()) for table_id, queue in queues.items()]
+        for table_id, _ in heads:
+            if not queues[table_id]:
+                del queues[table_id]
+        plans: list[_Plan] = []
+        now = service.clock()
+        for table_id, index in heads:
+            try:
+                table = service.cached(table_id) or await service.load(table_id)
+                plans.append(_plan(service, index, table, items[index], now))
+            except Exception as exc:  # reported per command, table stops here
+                results[index] = exc
+                queues.pop(table_id, None)
+        if not plans:
+            continue
+        started = time.perf_counter()
+        try:
+            replies = await store.append_many([p.request for p in plans])
+        except Exception as exc:  # e.g. Redis unreachable: the round failed
+            for plan in plans:
+                results[plan.index] = exc
+                queues.pop(plan.table.table_id, None)
+            continue
+        finally:
+            if on_append is not None:
+                on_append(time.perf_counter() - started)
+        for plan, reply in zip(plans, replies, strict=True):
+            try:
+                if isinstance(reply, VersionConflict):
+                    results[plan.index] = await service.execute(plan.command, plan.seat)
+                else:
+                    results[plan.index] = _finish(service, plan, reply)
+            except Exception as exc:  # reported per command, table stops here
+                results[plan.index] = exc
+                queues.pop(plan.table.table_id, None)
+    return results

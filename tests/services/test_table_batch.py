@@ -1,0 +1,192 @@
+"""``execute_many``: the same outcomes and stored events as ``TableService.execute`` one by one."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+import pytest
+
+from engine.bots import RandomBot
+from events import commands as wc
+from events.mapping import to_wire_command
+from services.store import MemoryEventStore
+from services.table import Table
+from services.table_batch import BatchItem, execute_many
+from services.table_service import Decision, Outcome, TableService
+
+SEED = bytes(range(32))
+
+
+def service(store: MemoryEventStore | None = None) -> TableService:
+    return TableService(
+        store or MemoryEventStore(),
+        clock=lambda: 1_764_000_000_000,
+        seed_source=lambda: SEED,
+        dealer_source=lambda: 0,
+    )
+
+
+def opening(table_id: str) -> list[BatchItem]:
+    return [
+        (wc.CreateTable(table_id=table_id, command_id=f"create-{table_id}"), None),
+        (wc.Join(table_id=table_id, command_id=f"join0-{table_id}", name="ann"), None),
+        (wc.Join(table_id=table_id, command_id=f"join1-{table_id}", name="bob"), None),
+    ]
+
+
+async def reference_game(svc: TableService, table_id: str, seed: int) -> list[BatchItem]:
+    """Play one table to its end with ``execute``, one command at a time; return the commands
+    (with a few rejected ones and a client retry mixed in)."""
+    rng = random.Random(seed)
+    items = opening(table_id)
+    for command, seat in items:
+        assert (await svc.execute(command, seat)).ok
+    bot = RandomBot()
+    step = 0
+    while True:
+        table = await svc.load(table_id)
+        assert table.match is not None
+        seat = table.match.to_act
+        if seat is None:
+            return items
+        step += 1
+        action = bot.choose(table.match, seat, rng)
+        command = to_wire_command(action, table_id, f"m{step:04d}-{table_id}", table.version)
+        if step % 7 == 0:  # the other seat tries to act: recorded rejection
+            wrong = wc.Turn(table_id=table_id, command_id=f"x{step:04d}-{table_id}")
+            items.append((wrong, 1 - seat))
+            assert (await svc.execute(wrong, 1 - seat)).code is not None
+        items.append((command, seat))
+        assert (await svc.execute(command, seat)).ok
+        if step % 5 == 0:  # a client retry of the same command
+            items.append((command, seat))
+            assert (await svc.execute(command, seat)).duplicate
+
+
+def interleave(games: list[list[BatchItem]]) -> list[BatchItem]:
+    out: list[BatchItem] = []
+    for i in range(max(len(g) for g in games)):
+        out.extend(g[i] for g in games if i < len(g))
+    return out
+
+
+async def dump(store: MemoryEventStore, table_id: str) -> list[tuple[int, str, dict[str, object]]]:
+    return [(e.version, e.hash, e.body) for e in await store.read(table_id)]
+
+
+async def test_same_events_and_results_as_one_by_one() -> None:
+    tables = [f"T{i}" for i in range(6)]
+    one_by_one = service()
+    games = [await reference_game(one_by_one, t, i) for i, t in enumerate(tables)]
+    items = interleave(games)
+    batched = service()
+    results: list[Outcome] = []
+    for start in range(0, len(items), 40):
+        chunk = await execute_many(batched, items[start : start + 40])
+        assert all(isinstance(r, Outcome) for r in chunk)
+        results += [r for r in chunk if isinstance(r, Outcome)]
+    a, b = one_by_one.store, batched.store
+    assert isinstance(a, MemoryEventStore) and isinstance(b, MemoryEventStore)
+    for t in tables:
+        assert await dump(a, t) == await dump(b, t)
+        assert await a.secrets(t) == await b.secrets(t)
+    for (command, _), outcome in zip(items, results, strict=True):
+        expected = await a.command_result(command.table_id, command.command_id)
+        assert await b.command_result(command.table_id, command.command_id) == expected
+        assert outcome.ok == (b'"ok":true' in (expected or b""))
+    assert sum(r.duplicate for r in results) > 0
+    assert sum(not r.ok for r in results) > 0
+
+
+async def test_rounds_append_many_tables_per_round_trip() -> None:
+    calls: list[int] = []
+
+    class CountingStore(MemoryEventStore):
+        async def append_many(self, requests):  # type: ignore[no-untyped-def]
+            calls.append(len(requests))
+            return await super().append_many(requests)
+
+    svc = service(CountingStore())
+    items = interleave([opening(f"T{i}") for i in range(10)])
+    durations: list[float] = []
+    results = await execute_many(svc, items, on_append=durations.append)
+    assert all(isinstance(r, Outcome) and r.ok for r in results)
+    assert calls == [10, 10, 10]  # one round per command of a table, every table in each
+    assert len(durations) == 3
+
+
+async def test_conflict_falls_back_to_execute() -> None:
+    store = MemoryEventStore()
+    first, second = service(store), service(store)
+    for command, seat in opening("T1"):
+        await first.execute(command, seat)
+    await first.load("T1")  # cached at version 6
+    table = await second.load("T1")
+    assert table.match is not None and table.match.to_act is not None
+    seat = table.match.to_act
+    await second.execute(wc.Turn(table_id="T1", command_id="turn-by-second"), seat)
+    # first's cache is stale: its planned append conflicts, execute reloads and rejects the turn
+    again = wc.Turn(table_id="T1", command_id="turn-by-first")
+    (outcome,) = await execute_many(first, [(again, seat)])
+    assert isinstance(outcome, Outcome)
+    assert outcome.code == "move/wrong_phase"
+    assert (await store.head("T1")).version == table.version + 1  # the turn by second, nothing else
+
+
+class Exploding(TableService):
+    """Raises an unexpected error for chosen command ids."""
+
+    def __init__(self, boom: set[str]) -> None:
+        super().__init__(MemoryEventStore(), seed_source=lambda: SEED, dealer_source=lambda: 0)
+        self.boom = boom
+
+    def decide(self, table: Table, command: wc.Command, seat: int | None) -> Decision:
+        if command.command_id in self.boom:
+            raise RuntimeError(f"boom {command.command_id}")
+        return super().decide(table, command, seat)
+
+
+async def test_a_failure_stops_its_table_only() -> None:
+    svc = Exploding({"join0-T1"})
+    items = interleave([opening("T1"), opening("T2")])
+    results = await execute_many(svc, items)
+    by_id = {c.command_id: r for (c, _), r in zip(items, results, strict=True)}
+    assert isinstance(by_id["create-T1"], Outcome)
+    assert isinstance(by_id["join0-T1"], RuntimeError)
+    assert by_id["join1-T1"] is None  # not attempted: it must wait for join0
+    assert all(isinstance(by_id[f"{k}-T2"], Outcome) for k in ("create", "join0", "join1"))
+    assert await svc.store.command_result("T1", "join0-T1") is None  # nothing recorded
+    assert (await svc.store.head("T1")).version == 1
+
+
+async def test_store_failure_fails_the_round() -> None:
+    class Down(MemoryEventStore):
+        async def append_many(self, requests):  # type: ignore[no-untyped-def]
+            raise ConnectionError("redis is down")
+
+    svc = service(Down())
+    results = await execute_many(svc, interleave([opening("T1"), opening("T2")]))
+    assert [type(r).__name__ for r in results] == [
+        "ConnectionError",
+        "ConnectionError",
+        "NoneType",
+        "NoneType",
+        "NoneType",
+        "NoneType",
+    ]
+
+
+@pytest.mark.parametrize("rounds", [0, 1, 2])
+async def test_proceed_stops_between_rounds(rounds: int) -> None:
+    left = [rounds]
+
+    def proceed() -> bool:
+        left[0] -= 1
+        return left[0] >= 0
+
+    check: Callable[[], bool] = proceed
+    svc = service()
+    results = await execute_many(svc, opening("T1"), proceed=check)
+    assert [isinstance(r, Outcome) for r in results] == [i < rounds for i in range(3)]
+    assert (await svc.store.head("T1")).version == [0, 1, 2][rounds]
