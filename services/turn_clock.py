@@ -1,0 +1,385 @@
+"""The turn clock: when a human seat's time runs out, a documented default action is sent once.
+
+Only tables created with ``turn_seconds`` have a clock.  The clock has two loops (both in one
+process; run as many processes as you like):
+
+**Arming.**  It follows every shard feed (:class:`services.feed_follower.FeedFollower`,
+checkpoint ``<ns>:{sNN}:ckpt:clock``).  For each table a batch touches it loads the table at its
+latest version ``v``.  When a human seat is due to act (the seat to act, or between deals a
+human seat), the deadline of ``(table, v)`` is the time of event ``v`` plus ``turn_seconds``
+seconds; it goes into the shard's sorted set ``<ns>:{sNN}:timers`` (member: table id, score:
+deadline in ms) and ``v`` into the hash ``<ns>:{sNN}:timers:v`` (table id → version), in one
+script that refuses a version older than, or the same as, the one recorded, so a lagging clock
+process never puts an old deadline back.  One member per table: a new version replaces the
+deadline of the previous one, which is how a move in time cancels the timeout.  When nobody
+human is due (a bot's turn, a seat still empty, the match over), the timer is removed.
+
+**Firing.**  Every ``tick_ms`` a script takes, per shard, the timers due (score <= now, at most
+``limit``) and pushes each one's score to ``now + lease_ms`` in the same step: the lease.  Two
+clock processes therefore do not fire the same timer at once; if the one holding the lease dies,
+the timer comes due again when the lease runs out.  For each timer taken, the table is
+reloaded: if it is still at the timer's version and a human seat is still due, the seat's
+default action is sent to ``<ns>:{sNN}:cmd`` as that seat (fields ``c``, ``s``, ``r``) with the
+command id ``clock-<version>`` (version zero-padded to four digits, e.g. ``clock-0012``) and
+``expected_version`` = the version.  Then the timer is removed, unless a newer version has been
+armed meanwhile.
+
+**Exactly once.**  The command id is the same whoever sends it and however often, and the store
+applies a command id once per table; the expected version makes the command fail, changing
+nothing, if the player moved in the meantime.  So the default action of a timed-out turn is
+applied at most once, and it is applied unless the player's own move got in first.
+
+**Default actions** (also in docs/turn-clock.md), for the seat to act:
+
+=================  =============================================================================
+phase              default action
+=================  =============================================================================
+``turn``           turn the first card
+``offered``        refuse the offered card (if the rules make taking it compulsory: the forced
+                   take below)
+``turned``         leave the turned card (same exception)
+``discard``        discard the hand card the greedy bot would discard (``engine.bots.GreedyBot``
+                   judged from the seat's own view; deterministic)
+``force_window``   waive (never force)
+``forced``         take the card with no hand cards if that is legal, in the engine's default
+                   arrangement (``engine.legal.default_take``); else the first legal take
+between deals      ``next_deal``, sent as the lowest human seat
+=================  =============================================================================
+
+Bot seats are the bots runner's job (services/bots_runner.py), never the clock's.
+
+Run with ``python -m services.turn_clock`` (settings from the environment, services/settings.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from redis.asyncio import Redis
+
+from engine.actions import Action, Discard, Force, Leave, Refuse, Take, TurnCard, Waive
+from engine.bots import GreedyBot, bot_view
+from engine.legal import default_take, legal_actions
+from engine.state import Match, Phase
+from events import commands as wc
+from events.mapping import to_wire_command
+from services import log as service_log
+from services.feed_follower import (
+    FeedFollower,
+    between_deals,
+    run_until_signal,
+    submit_command,
+    time_ms,
+    unique_tables,
+)
+from services.settings import Settings, load_settings
+from services.store.base import FeedEntry
+from services.store.keys import KeySpace
+from services.store.redis_store import RedisEventStore
+from services.table import Table
+from services.table_service import TableService
+
+FOLLOWER_NAME = "clock"
+"""The name of the clock's feed checkpoints: ``<ns>:{sNN}:ckpt:clock``."""
+
+ARM_LUA = """
+local cur = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '-1')
+if cur >= tonumber(ARGV[2]) then return 0 end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+return 1
+"""
+"""KEYS timers, timers:v; ARGV table, version, deadline: arm unless a version >= is recorded."""
+
+DISARM_LUA = """
+local cur = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '-1')
+if cur > tonumber(ARGV[2]) then return 0 end
+redis.call('ZREM', KEYS[1], ARGV[1])
+if ARGV[3] == '1' then
+  redis.call('HDEL', KEYS[2], ARGV[1])
+else
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+end
+return 1
+"""
+"""KEYS timers, timers:v; ARGV table, version, forget ('1': drop the version too)."""
+
+LEASE_LUA = """
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
+local out = {}
+for _, member in ipairs(due) do
+  redis.call('ZADD', KEYS[1], 'XX', ARGV[3], member)
+  out[#out + 1] = member
+  out[#out + 1] = redis.call('HGET', KEYS[2], member) or '-1'
+end
+return out
+"""
+"""KEYS timers, timers:v; ARGV now, limit, lease until: take due timers, push them to later."""
+
+DONE_LUA = """
+if redis.call('HGET', KEYS[2], ARGV[1]) == ARGV[2] then
+  redis.call('ZREM', KEYS[1], ARGV[1])
+  return 1
+end
+return 0
+"""
+"""KEYS timers, timers:v; ARGV table, version: remove the timer if still at that version."""
+
+
+@dataclass(frozen=True)
+class Timeout:
+    """A default action sent for a seat whose time ran out at ``version`` of a table."""
+
+    table_id: str
+    version: int
+    seat: int
+    command: wc.Command
+
+
+def clock_command_id(version: int) -> str:
+    """Return the deterministic command id of the clock's action at ``version``: ``clock-0012``."""
+    return f"clock-{version:04d}"
+
+
+def human_seats(table: Table) -> list[int]:
+    """Return the seats held by people (not bots), lowest first."""
+    return [s for s, holder in enumerate(table.seats) if holder is not None and not holder.bot]
+
+
+def timed_seat(table: Table) -> int | None:
+    """Return the human seat the clock runs for at the table's version, or None.
+
+    The seat to act if a person holds it; between deals, the lowest human seat.
+    """
+    match = table.match
+    if table.turn_seconds is None or match is None or match.over:
+        return None
+    humans = human_seats(table)
+    seat = match.to_act
+    if seat is not None:
+        return seat if seat in humans else None
+    if humans and between_deals(table):
+        return humans[0]
+    return None
+
+
+_GREEDY = GreedyBot()
+
+
+def default_action(match: Match) -> Action:
+    """Return the default action of the seat to act (the table in the module docstring)."""
+    deal = match.deal
+    seat = match.to_act
+    if deal is None or seat is None:
+        raise ValueError("nobody is to act")
+    legal = legal_actions(match)
+    if not legal:  # pragma: no cover - a seat to act always has an action
+        raise ValueError("no legal action")
+    phase = deal.phase
+    preferred: Action | None = None
+    if phase is Phase.TURN:
+        preferred = TurnCard()
+    elif phase is Phase.OFFERED:
+        preferred = Refuse()
+    elif phase is Phase.TURNED:
+        preferred = Leave()
+    elif phase is Phase.DISCARD:
+        discards = [a for a in legal if isinstance(a, Discard)]
+        preferred = _GREEDY.choose_from_view(bot_view(match, seat), discards)
+    elif phase is Phase.FORCE_WINDOW:
+        preferred = Waive()
+    if preferred is not None and preferred in legal:
+        return preferred
+    take = default_take(match, 0)
+    if take is not None and take in legal:
+        return take
+    takes = [a for a in legal if isinstance(a, Take)]
+    if takes:
+        return takes[0]
+    others = [a for a in legal if not isinstance(a, Force)]
+    return (others or legal)[0]
+
+
+def timeout_command(table: Table) -> Timeout | None:
+    """Return the command the clock sends when the table's due human seat times out, or None."""
+    seat = timed_seat(table)
+    match = table.match
+    if seat is None or match is None:
+        return None
+    command_id = clock_command_id(table.version)
+    command: wc.Command
+    if match.to_act is None:
+        command = wc.NextDeal(
+            command_id=command_id, table_id=table.table_id, expected_version=table.version
+        )
+    else:
+        command = to_wire_command(default_action(match), table.table_id, command_id, table.version)
+    return Timeout(table.table_id, table.version, seat, command)
+
+
+class TurnClock:
+    """Arms timers from feed batches and fires the due ones (see the module docstring)."""
+
+    def __init__(
+        self,
+        client: Redis,
+        keys: KeySpace,
+        *,
+        service: TableService | None = None,
+        clock: Callable[[], int] = time_ms,
+        lease_ms: int = 5_000,
+        limit: int = 100,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.store = RedisEventStore(client, keys)
+        self.service = service or TableService(self.store)
+        self.clock = clock
+        self.lease_ms = lease_ms
+        self.limit = limit
+        self.log: Any = service_log.get_logger("turn_clock")
+        self._arm = client.register_script(ARM_LUA)
+        self._disarm = client.register_script(DISARM_LUA)
+        self._lease = client.register_script(LEASE_LUA)
+        self._done = client.register_script(DONE_LUA)
+
+    def timer_keys(self, shard: int) -> list[str]:
+        """Return the shard's timer keys: the sorted set and the hash of versions."""
+        timers = self.keys.timers(shard)
+        return [timers, f"{timers}:v"]
+
+    # --- arming ---------------------------------------------------------------------------------
+
+    async def handle(self, entries: Iterable[FeedEntry]) -> None:
+        """Arm or remove the timer of each table of ``entries`` at its latest version."""
+        for table_id in unique_tables(entries):
+            await self.track(table_id)
+
+    async def track(self, table_id: str) -> int | None:
+        """Arm the timer of a table at its latest version; return the deadline (None: none)."""
+        table = await self.service.load(table_id)
+        if table.turn_seconds is None:
+            return None
+        keys = self.timer_keys(self.keys.shard_of(table_id))
+        seat = timed_seat(table)
+        if seat is None:
+            over = table.match is not None and table.match.over
+            await self._disarm(keys=keys, args=[table_id, table.version, "1" if over else "0"])
+            return None
+        last = await self.store.read(table_id, table.version, table.version)
+        started = last[0].body.get("time") if last else None
+        if not isinstance(started, int):
+            started = self.clock()
+        deadline = started + table.turn_seconds * 1000
+        armed = await self._arm(keys=keys, args=[table_id, table.version, deadline])
+        if armed:
+            self.log.debug(
+                "timer_armed", table=table_id, seat=seat, version=table.version, deadline=deadline
+            )
+        return deadline
+
+    # --- firing ---------------------------------------------------------------------------------
+
+    async def due(self, shards: Sequence[int] | None = None) -> list[tuple[str, int]]:
+        """Lease the timers due now on ``shards`` (default: all): ``(table id, version)`` pairs."""
+        now = self.clock()
+        taken: list[tuple[str, int]] = []
+        for shard in range(self.keys.shards) if shards is None else shards:
+            reply = await self._lease(
+                keys=self.timer_keys(shard), args=[now, self.limit, now + self.lease_ms]
+            )
+            flat = cast(list[Any], reply)
+            for i in range(0, len(flat), 2):
+                taken.append((_text(flat[i]), int(flat[i + 1])))
+        return taken
+
+    async def fire(self, table_id: str, version: int) -> Timeout | None:
+        """Send the default action of a timer taken at ``version`` if the table is still there."""
+        keys = self.timer_keys(self.keys.shard_of(table_id))
+        table = await self.service.load(table_id)
+        timeout = timeout_command(table) if table.version == version else None
+        if timeout is not None:
+            entry_id = await submit_command(
+                self.client, self.keys, timeout.command, timeout.seat, self.clock()
+            )
+            self.log.info(
+                "turn_timed_out",
+                table=table_id,
+                seat=timeout.seat,
+                command_id=timeout.command.command_id,
+                version=version,
+                type=timeout.command.type,
+                entry=entry_id,
+            )
+        else:
+            self.log.debug("timer_stale", table=table_id, version=version, now=table.version)
+        await self._done(keys=keys, args=[table_id, version])
+        return timeout
+
+    async def tick(self, shards: Sequence[int] | None = None) -> list[Timeout]:
+        """Fire every timer due now; return the default actions sent."""
+        sent: list[Timeout] = []
+        for table_id, version in await self.due(shards):
+            timeout = await self.fire(table_id, version)
+            if timeout is not None:
+                sent.append(timeout)
+        return sent
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
+async def run_clock(
+    settings: Settings,
+    stop: asyncio.Event | None = None,
+    clock: Callable[[], int] = time_ms,
+    *,
+    tick_ms: int = 200,
+    block_ms: int = 500,
+) -> None:
+    """Arm timers from the feeds and fire the due ones every ``tick_ms`` until ``stop`` is set.
+
+    ``clock`` (ms since the epoch) decides what is due; inject one in tests.
+    """
+    stop = stop or asyncio.Event()
+    client = Redis.from_url(settings.redis_url, decode_responses=False)
+    log: Any = service_log.get_logger("turn_clock")
+    turn_clock = TurnClock(client, settings.keys, clock=clock, lease_ms=settings.claim_idle_ms)
+    follower = FeedFollower(
+        client, settings.keys, FOLLOWER_NAME, count=settings.batch_size, block_ms=block_ms
+    )
+
+    async def arm() -> None:
+        async for batch in follower.batches(stop):
+            await turn_clock.handle(batch)
+
+    async def fire() -> None:
+        while not stop.is_set():
+            await turn_clock.tick()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), tick_ms / 1000)
+
+    log.info("turn_clock_started", shards=settings.shards, namespace=settings.namespace)
+    try:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(arm())
+            group.create_task(fire())
+    finally:
+        await client.aclose()
+        log.info("turn_clock_stopped")
+
+
+def main() -> None:
+    """``python -m services.turn_clock``: run until SIGINT or SIGTERM."""
+    settings = load_settings()
+    service_log.configure(settings.log_level)
+    run_until_signal(lambda stop: run_clock(settings, stop))
+
+
+if __name__ == "__main__":
+    main()
