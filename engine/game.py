@@ -71,11 +71,12 @@ def decide(match: Match | None, command: Command) -> list[Event]:
     """Return the events a command causes, or raise an ``EngineError`` with a stable code.
 
     Raises MatchOver, DealOver, NotYourTurn, WrongPhase, UnknownCard, IllegalTake, MustTake,
-    InvalidDeck or MoveError.
+    InvalidMatch, InvalidDeck or MoveError.
     """
     if isinstance(command, NewMatch):
         if match is not None:
             raise errors.WrongPhase("the match has already started")
+        _check_match_settings(command)
         return [
             MatchStarted(command.rules, command.first_dealer, command.deals, command.target_score)
         ]

@@ -190,11 +190,6 @@ def test_invalid_deck(deck: tuple[int, ...]) -> None:
     rejects(match, StartDeal(deck), "move/invalid_deck")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: game._check_match_settings (commit f3da9b0) is never called by decide, "
-    "so NewMatch still accepts these settings",
-)
 @pytest.mark.parametrize(
     "command",
     [

@@ -54,7 +54,9 @@ def random_game(seed: int) -> Iterator[tuple[Match, Event]]:
     """Play a seeded random match under a random preset; yield the state after every event."""
     rng = random.Random(seed)
     rules = rng.choice(sorted(PRESETS.values(), key=lambda r: r.name))
-    new = NewMatch(rules, rng.randrange(2), rng.choice([1, 2, 3, None]), rng.choice([None, 2]))
+    new = NewMatch(rules, rng.randrange(2), rng.choice([1, 2, 3, None]), rng.choice([2, 3]))
+    if new.deals is not None and rng.random() < 0.5:  # also matches ended by deals alone
+        new = NewMatch(new.rules, new.first_dealer, new.deals, None)
     match: Match | None = None
     command: NewMatch | StartDeal | Play | Resign = new
     for _ in range(3000):
