@@ -1,0 +1,88 @@
+"""Seat tokens at the gateway: minting them for a join and finding the seat of a presented one.
+
+A token is ``SeatTokens.token(table, seat, join command id)`` (``services/tokens.py``); the
+table's secret hash keeps only its SHA-256 under ``token:<seat>``, written by the engine worker
+atomically with ``player_joined``.  A presented token is hashed and compared (in constant time)
+with the stored hash of each seat; the seat is the one whose hash matches.  Only the two token
+fields are read (HMGET), never the deal seeds beside them.
+
+The join's command id is public (it is the ``command_id`` of the ``player_joined`` envelope),
+so it cannot be what a retried join presents to get its token back: anyone could replay it.
+The client's idempotency key for a join stays private instead; the command id on the wire is
+derived from it, ``j-`` + 22 characters of ``HMAC-SHA256(secret, "join:<table>:<key>")``, so a
+retried join with the same key maps to the same command, and a reader of the stream cannot
+turn the public id back into the key.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+from collections import OrderedDict
+
+from redis.asyncio import Redis
+
+from services.store.keys import KeySpace
+from services.table import TOKEN_KEY
+from services.tokens import SeatTokens, hash_token, token_matches
+
+SEATS = (0, 1)
+
+
+class SeatAuth:
+    """Mints seat tokens and finds the seat of a presented token on a table."""
+
+    def __init__(
+        self, redis: Redis, keys: KeySpace, secret: bytes, cache_size: int = 50_000
+    ) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.tokens = SeatTokens(secret)
+        self._secret = secret
+        self._cache: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._cache_size = cache_size
+
+    def join_command_id(self, table_id: str, key: str) -> str:
+        """Return the wire command id of a join whose client idempotency key is ``key``."""
+        mac = hmac.new(self._secret, f"join:{table_id}:{key}".encode(), hashlib.sha256)
+        return "j-" + base64.urlsafe_b64encode(mac.digest()).decode()[:22]
+
+    def token(self, table_id: str, seat: int, join_command_id: str) -> str:
+        """Return the token of the seat that the join ``join_command_id`` took."""
+        return self.tokens.token(table_id, seat, join_command_id)
+
+    def token_hash(self, table_id: str, seat: int, join_command_id: str) -> str:
+        """Return what the engine worker stores for that token (its ``token_hasher``)."""
+        return self.tokens.token_hash(table_id, seat, join_command_id)
+
+    async def seat_of(self, table_id: str, token: str) -> int | None:
+        """Return the seat whose token ``token`` is on the table, None when it is no seat's.
+
+        A seat's token hash never changes once written, so a match is remembered.
+        """
+        key = (table_id, hash_token(token))
+        seat = self._cache.get(key)
+        if seat is not None:
+            self._cache.move_to_end(key)
+            return seat
+        fields = [TOKEN_KEY.format(seat=s) for s in SEATS]
+        stored = await self.redis.hmget(self.keys.secret(table_id), fields)
+        for s, raw in zip(SEATS, stored, strict=True):
+            text = raw.decode() if isinstance(raw, bytes) else raw
+            if token_matches(token, text):
+                self._cache[key] = s
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+                return s
+        return None
+
+
+def bearer(authorization: str | None) -> str | None:
+    """Return the token of an ``Authorization: Bearer <token>`` header, None if there is none."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
