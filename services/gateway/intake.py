@@ -1,0 +1,148 @@
+"""Commands into the shard's command stream, and their results back out of the store.
+
+The gateway never writes events: it ``XADD``s the checked command to ``<ns>:{sNN}:cmd`` with the
+fields ``c`` (the command's JSON), ``s`` (the seat, ``""`` for create and join) and ``r``
+(received, ms), and waits for the engine worker.  The result it answers with is the one the
+store recorded under the command id (``<ns>:{sNN}:cmdids``: ``"<first> <last> <result>"``), read
+when the ``<ns>:results`` hint arrives and, in case a hint was missed, at growing intervals.  A
+command id the store already knows is answered from the store without enqueueing it again.
+After ``result_wait_ms`` without a result the answer is *pending*: the command is queued, and
+sending it again with the same id returns its result once there is one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from redis.asyncio import Redis
+
+from events import commands as wc
+from services.gateway.hub import Hub
+from services.store.keys import KeySpace
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A command's result as the store recorded it, or pending when there is none yet."""
+
+    result: dict[str, Any] = field(default_factory=dict)
+    first_version: int | None = None
+    last_version: int | None = None
+    duplicate: bool = False
+
+    @property
+    def pending(self) -> bool:
+        """Say whether the command is queued without a result yet."""
+        return not self.result
+
+    @property
+    def ok(self) -> bool:
+        """Say whether the command was accepted."""
+        return bool(self.result.get("ok"))
+
+    @property
+    def code(self) -> str | None:
+        """Return the rejection code, None when accepted or pending."""
+        code = self.result.get("code")
+        return code if isinstance(code, str) and not self.ok else None
+
+    def body(self, command: wc.CommandModel) -> dict[str, Any]:
+        """Return the JSON answer: the result, the command, and the table version after it."""
+        if self.pending:
+            return {
+                "ok": None,
+                "pending": True,
+                "table_id": command.table_id,
+                "command_id": command.command_id,
+                "message": "the command is queued; send it again with the same command_id "
+                "to get its result",
+            }
+        body: dict[str, Any] = dict(self.result)
+        body.setdefault("table_id", command.table_id)
+        body.setdefault("command_id", command.command_id)
+        body["version"] = self.last_version
+        if self.ok and self.first_version is not None and self.last_version is not None:
+            body["first_version"] = self.first_version
+        if self.duplicate:
+            body["duplicate"] = True
+        return body
+
+
+def wire_json(command: wc.CommandModel) -> str:
+    """Return the JSON put in the stream: the fields the client set, normalised, with ``type``."""
+    data = command.model_dump(mode="json", exclude_unset=True)
+    data["type"] = type(command).model_fields["type"].default
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+
+class Intake:
+    """Enqueues commands on their shard's stream and waits for their recorded results."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        keys: KeySpace,
+        hub: Hub,
+        wait_ms: int,
+        *,
+        first_poll: float = 0.05,
+        max_poll: float = 0.5,
+    ) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.hub = hub
+        self.wait_ms = wait_ms
+        self.first_poll = first_poll
+        self.max_poll = max_poll
+
+    async def recorded(self, table_id: str, command_id: str) -> Answer | None:
+        """Return the store's record of the command, None if it has none."""
+        shard = self.keys.shard_of(table_id)
+        raw = await self.redis.hget(
+            self.keys.cmdids(shard), self.keys.cmdid_field(table_id, command_id)
+        )
+        if raw is None:
+            return None
+        first, last, result = (raw if isinstance(raw, bytes) else raw.encode()).split(b" ", 2)
+        parsed = json.loads(result) if result else {}
+        if not isinstance(parsed, dict):
+            parsed = {"ok": False, "code": "command/failed", "message": "unreadable result"}
+        return Answer(parsed, int(first), int(last))
+
+    async def submit(
+        self, command: wc.CommandModel, seat: int | None, wait_ms: int | None = None
+    ) -> Answer:
+        """Enqueue the command for ``seat`` (None: table-level) and return its result."""
+        known = await self.recorded(command.table_id, command.command_id)
+        if known is not None:
+            return Answer(known.result, known.first_version, known.last_version, True)
+        wait = (self.wait_ms if wait_ms is None else wait_ms) / 1000
+        loop = asyncio.get_running_loop()
+        with self.hub.result_waiter(command.table_id, command.command_id) as hinted:
+            stream = self.keys.cmd(self.keys.shard_of(command.table_id))
+            fields: dict[Any, Any] = {
+                "c": wire_json(command),
+                "s": "" if seat is None else str(seat),
+                "r": str(int(time.time() * 1000)),
+            }
+            await self.redis.xadd(stream, fields)
+            deadline = loop.time() + wait
+            poll = self.first_poll
+            while True:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return Answer()
+                try:
+                    await asyncio.wait_for(hinted.event.wait(), min(poll, remaining))
+                except TimeoutError:
+                    poll = min(poll * 2, self.max_poll)
+                hinted.event.clear()
+                answer = await self.recorded(command.table_id, command.command_id)
+                if answer is not None:
+                    return answer
+                if hinted.result is not None and not hinted.result.get("ok"):
+                    return Answer(hinted.result)  # refused without a record (unparseable)

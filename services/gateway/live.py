@@ -1,0 +1,256 @@
+"""Live tables: one room per table with open WebSockets, fed by the process's one hub.
+
+A :class:`Room` follows its table for every connection on it: on a result hint it reads the
+table's new events from the store once and hands each connection the ones it may see; on a view
+hint it reads the views once per part in use and hands each connection its own.  Everything a
+room does happens under its lock, so a connection joining (and catching up) never interleaves
+with a live update: each connection gets every event it may see exactly once, in order.
+
+A connection's messages go through its own queue to its own writer; a connection that falls
+more than :data:`MAX_QUEUE` messages behind is closed (code 4008) and may resume.
+
+Joining (``after`` is the last version the client saw, or None):
+
+* ``after`` within ``resume_gap`` of the table's version: the events after ``after``, then the
+  current view;
+* else: the current view first, then the events after the view's version (when the projector
+  is not more than ``resume_gap`` behind).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from services.gateway import metrics
+from services.gateway.feed import DealTracker, Outgoing, advance, seal_all
+from services.gateway.hub import Hub
+from services.gateway.views import Views, part_of, version_of
+from services.store.base import EventStore
+
+MAX_QUEUE = 2_000
+CLOSE_TOO_SLOW = 4008
+
+
+class Connection:
+    """One WebSocket's place in a room: its seat, what it was sent, and its outgoing queue."""
+
+    def __init__(self, seat: int | None) -> None:
+        self.seat = seat
+        self.part = part_of(seat)
+        self.queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self.cursor = 0  # the last event version handed over (sent or not visible)
+        self.view_version = -1
+        self.dropped: str | None = None
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Queue a message; drop the connection when it has fallen too far behind."""
+        if self.dropped is not None:
+            return
+        if self.queue.qsize() >= MAX_QUEUE:
+            self.dropped = f"too slow: more than {MAX_QUEUE} messages waiting"
+            self.queue.put_nowait(None)
+            return
+        self.queue.put_nowait(message)
+
+    def send_event(self, event: Outgoing) -> None:
+        """Send an event if it is new to this connection and the seat may see it."""
+        if event.version <= self.cursor:
+            return
+        self.cursor = event.version
+        if event.visible_to(self.seat):
+            self.send({"kind": "event", "event": event.envelope})
+
+    def send_view(self, view: dict[str, Any] | None) -> None:
+        """Send a view if it is newer than the last one sent."""
+        version = version_of(view)
+        if view is not None and version > self.view_version:
+            self.view_version = version
+            self.send({"kind": "view", "view": view})
+
+
+class Room:
+    """The connections on one table and where the table stands for them."""
+
+    def __init__(
+        self,
+        table_id: str,
+        store: EventStore,
+        views: Views,
+        tracker: DealTracker,
+        resume_gap: int,
+        log: Any,
+    ) -> None:
+        self.table_id = table_id
+        self.store = store
+        self.views = views
+        self.tracker = tracker
+        self.resume_gap = resume_gap
+        self.log = log.bind(table=table_id)
+        self.connections: set[Connection] = set()
+        self.users = 0  # connections joined or joining
+        self.version: int | None = None
+        self.open_from: int | None = None
+        self.lock = asyncio.Lock()
+        self._wanted = asyncio.Event()
+        self._views_wanted = False
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start following the table."""
+        self._task = asyncio.create_task(self._run(), name=f"room-{self.table_id}")
+
+    async def stop(self) -> None:
+        """Stop following the table."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def poke(self, view_version: int | None) -> None:
+        """Note a hint: new events (None) or a new view (a version)."""
+        if view_version is not None:
+            self._views_wanted = True
+        self._wanted.set()
+
+    async def _run(self) -> None:
+        while True:
+            await self._wanted.wait()
+            self._wanted.clear()
+            views, self._views_wanted = self._views_wanted, False
+            try:
+                async with self.lock:
+                    await self._catch_up()
+                    if views:
+                        await self._push_views()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a failed read: try again on the next hint, or soon
+                self.log.warning("room_update_failed", error=repr(exc))
+                self._views_wanted = self._views_wanted or views
+                await asyncio.sleep(0.5)
+                self._wanted.set()
+
+    async def _start_version(self) -> int:
+        if self.version is None:
+            head = await self.store.head(self.table_id)
+            self.open_from = await self.tracker.open_at(self.table_id, head.version)
+            self.version = head.version
+        return self.version
+
+    async def _catch_up(self) -> None:
+        """Read the events after the room's version and hand them out (under the lock)."""
+        version = await self._start_version()
+        new = await self.store.read(self.table_id, version + 1)
+        if not new:
+            return
+        self.open_from = advance(self.open_from, new)
+        self.version = new[-1].version
+        self.tracker.remember(self.table_id, self.version, self.open_from)
+        outgoing = seal_all(new, self.open_from)
+        for connection in self.connections:
+            for event in outgoing:
+                connection.send_event(event)
+
+    async def _push_views(self) -> None:
+        parts = sorted({c.part for c in self.connections})
+        if not parts:
+            return
+        views = await self.views.read_many(self.table_id, parts)
+        if any(version_of(v) > (self.version or 0) for v in views.values()):
+            await self._catch_up()  # a view never goes out before the events it holds
+        for connection in self.connections:
+            connection.send_view(views.get(connection.part))
+
+    async def join(self, connection: Connection, after: int | None) -> None:
+        """Bring a new connection up to date (see the module docstring) and add it."""
+        async with self.lock:
+            await self._catch_up()
+            target = self.version or 0
+            resumed = (
+                after is not None and 0 <= after <= target and target - after <= self.resume_gap
+            )
+            view = await self.views.read(self.table_id, connection.part)
+            if resumed:
+                assert after is not None
+                start = after
+            else:
+                base = max(version_of(view), 0)
+                start = base if target - base <= self.resume_gap else target
+            connection.send(
+                {
+                    "kind": "hello",
+                    "table_id": self.table_id,
+                    "seat": connection.seat,
+                    "version": target,
+                    "after": start,
+                    "resumed": resumed,
+                }
+            )
+            if not resumed:
+                connection.send_view(view)
+            connection.cursor = start
+            if start < target:
+                missed = await self.store.read(self.table_id, start + 1, target)
+                for event in seal_all(missed, self.open_from):
+                    connection.send_event(event)
+            if resumed:
+                connection.send_view(view)
+            self.connections.add(connection)
+
+
+class Rooms:
+    """Every room of the process, created on a table's first connection, removed on its last."""
+
+    def __init__(
+        self,
+        hub: Hub,
+        store: EventStore,
+        views: Views,
+        tracker: DealTracker,
+        resume_gap: int,
+        log: Any,
+    ) -> None:
+        self.hub = hub
+        self.store = store
+        self.views = views
+        self.tracker = tracker
+        self.resume_gap = resume_gap
+        self.log = log
+        self.rooms: dict[str, Room] = {}
+
+    async def enter(self, table_id: str, connection: Connection, after: int | None) -> Room:
+        """Put a connection in its table's room, caught up; returns the room."""
+        room = self.rooms.get(table_id)
+        if room is None:
+            room = Room(table_id, self.store, self.views, self.tracker, self.resume_gap, self.log)
+            self.rooms[table_id] = room
+            self.hub.watch(table_id, room.poke)
+            room.start()
+        room.users += 1
+        metrics.WS_CONNECTIONS.inc()
+        try:
+            await room.join(connection, after)
+        except BaseException:
+            await self.leave(room, connection)
+            raise
+        return room
+
+    async def leave(self, room: Room, connection: Connection) -> None:
+        """Take a connection out of its room; the last one out closes the room."""
+        room.connections.discard(connection)
+        room.users -= 1
+        metrics.WS_CONNECTIONS.dec()
+        if room.users <= 0 and self.rooms.get(room.table_id) is room:
+            del self.rooms[room.table_id]
+            self.hub.unwatch(room.table_id, room.poke)
+            await room.stop()
+
+    async def close(self) -> None:
+        """Stop every room."""
+        for room in list(self.rooms.values()):
+            self.hub.unwatch(room.table_id, room.poke)
+            await room.stop()
+        self.rooms.clear()
