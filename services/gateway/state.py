@@ -1,0 +1,73 @@
+"""The gateway's parts, opened once per process and shared by every request and socket."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+from starlette.requests import HTTPConnection
+
+from services.gateway.auth import SeatAuth
+from services.gateway.feed import DealTracker
+from services.gateway.hub import Hub
+from services.gateway.intake import Intake
+from services.gateway.live import Rooms
+from services.gateway.views import Views
+from services.log import get_logger
+from services.settings import Settings
+from services.store.redis_store import RedisEventStore
+from services.tokens import load_secret
+
+
+@dataclass
+class Gateway:
+    """Redis, the store, seat auth, the hub, command intake, views, live rooms and a logger."""
+
+    settings: Settings
+    redis: Redis
+    store: RedisEventStore
+    auth: SeatAuth
+    hub: Hub
+    intake: Intake
+    views: Views
+    tracker: DealTracker
+    rooms: Rooms
+    log: Any
+
+    async def close(self) -> None:
+        """Stop the rooms and the hub, and close the Redis client."""
+        await self.rooms.close()
+        await self.hub.stop()
+        await self.redis.aclose()
+
+
+async def open_gateway(settings: Settings) -> Gateway:
+    """Connect to Redis, load the token secret and start the hub."""
+    log = get_logger("gateway")
+    redis = Redis.from_url(settings.redis_url, decode_responses=False)
+    keys = settings.keys
+    store = RedisEventStore(redis, keys)
+    secret = await load_secret(redis, settings.namespace, settings.token_secret)
+    hub = Hub(redis, settings.namespace, log)
+    await hub.start()
+    views = Views(redis, keys, hub)
+    tracker = DealTracker(store)
+    return Gateway(
+        settings=settings,
+        redis=redis,
+        store=store,
+        auth=SeatAuth(redis, keys, secret),
+        hub=hub,
+        intake=Intake(redis, keys, hub, settings.result_wait_ms),
+        views=views,
+        tracker=tracker,
+        rooms=Rooms(hub, store, views, tracker, settings.resume_gap, log),
+        log=log,
+    )
+
+
+def gateway_of(connection: HTTPConnection) -> Gateway:
+    """Return the gateway of the app serving a request or a WebSocket."""
+    gateway: Gateway = connection.app.state.gateway
+    return gateway

@@ -1,0 +1,133 @@
+"""The WebSocket of a table: a seat's (or a spectator's) events and views, live, with resume.
+
+``GET /tables/{table_id}/ws?token=<seat token>&after=<last version seen>`` (no token: a
+spectator; the token may also come as ``Authorization: Bearer``).  The gateway sends
+``hello``, then catches the client up (``services.gateway.live``), then streams ``event`` and
+``view`` messages as the table moves.  A seat may send ``{"kind": "command", "command": {...}}``
+and gets ``{"kind": "result", ...}`` for it, as ``POST /tables/{id}/commands`` would answer.
+
+Close codes: 4401 bad token, 4404 no such table (or a bad table id), 4008 fell too far behind
+(reconnect with ``after``).  The socket is accepted first, so an ``error`` message with the code
+goes out before the close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import Any
+
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+
+from events.commands import MAX_COMMAND_BYTES
+from services.gateway import checks, metrics
+from services.gateway.auth import bearer
+from services.gateway.errors import ApiError
+from services.gateway.live import CLOSE_TOO_SLOW, Connection
+from services.gateway.routes import refused, submit
+from services.gateway.state import Gateway, gateway_of
+
+router = APIRouter()
+
+CLOSE_BAD_TOKEN = 4401
+CLOSE_NOT_FOUND = 4404
+MAX_MESSAGE_BYTES = MAX_COMMAND_BYTES + 1024
+"""A client message holds one command and a little framing."""
+
+
+@router.websocket("/tables/{table_id}/ws")
+async def table_socket(
+    websocket: WebSocket, table_id: str, token: str | None = None, after: int | None = None
+) -> None:
+    """Stream a seat's (or a spectator's) events and views; take the seat's commands."""
+    gateway = gateway_of(websocket)
+    await websocket.accept()
+    token = token or bearer(websocket.headers.get("authorization"))
+    try:
+        checks.check_table_id(table_id)
+        head = await gateway.store.head(table_id)
+        if head.version == 0:
+            raise ApiError("table/not_found", f"no table {table_id!r}")
+        seat = None if token is None else await gateway.auth.seat_of(table_id, token)
+        if token is not None and seat is None:
+            raise ApiError("seat/bad_token", "the token is no seat's on this table")
+    except ApiError as error:
+        code = CLOSE_BAD_TOKEN if error.code == "seat/bad_token" else CLOSE_NOT_FOUND
+        await _refuse(websocket, error, code)
+        return
+    connection = Connection(seat)
+    room = await gateway.rooms.enter(table_id, connection, after)
+    log = gateway.log.bind(table=table_id, seat=seat)
+    log.info("ws_open", after=after)
+    writer = asyncio.create_task(_write(websocket, connection))
+    reader = asyncio.create_task(_read(websocket, gateway, table_id, seat, connection))
+    try:
+        await asyncio.wait({writer, reader}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (writer, reader):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await gateway.rooms.leave(room, connection)
+        log.info("ws_close", dropped=connection.dropped, cursor=connection.cursor)
+
+
+async def _refuse(websocket: WebSocket, error: ApiError, code: int) -> None:
+    with contextlib.suppress(Exception):
+        await websocket.send_json({"kind": "error", "code": error.code, "message": error.message})
+        await websocket.close(code=code, reason=error.code)
+
+
+async def _write(websocket: WebSocket, connection: Connection) -> None:
+    """Send the connection's queued messages; close when it fell too far behind."""
+    while True:
+        message = await connection.queue.get()
+        if message is None:
+            await websocket.send_json(
+                {"kind": "error", "code": "view/too_slow", "message": connection.dropped or ""}
+            )
+            await websocket.close(code=CLOSE_TOO_SLOW, reason="too slow")
+            return
+        await websocket.send_text(json.dumps(message, separators=(",", ":"), ensure_ascii=False))
+        metrics.WS_MESSAGES.labels(str(message.get("kind"))).inc()
+
+
+async def _read(
+    websocket: WebSocket, gateway: Gateway, table_id: str, seat: int | None, connection: Connection
+) -> None:
+    """Take the client's messages until it goes away; answer each command with its result."""
+    with contextlib.suppress(WebSocketDisconnect):
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            text = message.get("text")
+            if text is None:
+                text = (message.get("bytes") or b"").decode("utf-8", "replace")
+            connection.send(await _answer(gateway, table_id, seat, text))
+
+
+async def _answer(gateway: Gateway, table_id: str, seat: int | None, raw: str) -> dict[str, Any]:
+    command_id: Any = None
+    try:
+        if len(raw.encode()) > MAX_MESSAGE_BYTES:
+            raise ApiError("command/too_large", f"a message is at most {MAX_MESSAGE_BYTES} bytes")
+        message = checks.json_object(raw.encode())
+        if message.get("kind") != "command" or not isinstance(message.get("command"), dict):
+            raise ApiError(
+                "command/unknown_type",
+                'send {"kind": "command", "command": {...}}; no other message is taken',
+            )
+        command_id = message["command"].get("command_id")
+        if seat is None:
+            raise ApiError("seat/required", "a spectator sends no commands: connect with a token")
+        command = checks.seat_command(message["command"], table_id)
+    except ApiError as error:
+        refused("unknown")
+        reply = {"kind": "result", **error.body(), "table_id": table_id}
+        if isinstance(command_id, str):
+            reply["command_id"] = command_id
+        return reply
+    answer = await submit(gateway, command, seat)
+    return {"kind": "result", **answer.body(command)}
