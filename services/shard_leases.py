@@ -1,0 +1,185 @@
+"""Shard leases and the worker registry: which engine worker decides for which shard.
+
+A shard is owned through its lease key ``<ns>:{sNN}:lease`` holding the owner's worker id:
+
+* **acquire**: ``SET key <worker> NX PX lease_ms``; only a free shard can be taken;
+* **renew**: a script sets a new ``PX`` only if the value is still ours (compare-and-renew), so
+  a worker whose lease expired and was taken never extends somebody else's lease;
+* **release**: a script deletes the key only if the value is ours (clean shutdown, rebalance).
+
+Every worker also keeps a heartbeat in the sorted set ``<ns>:workers`` (member: worker id,
+score: Redis server time in ms, written by a script so that host clocks do not matter).  The
+workers seen within one lease period are *live*; a worker holds at most its fair share
+``ceil(shards / live)`` and takes free shards (never leased, released, or expired because their
+owner died) up to it.  Entries older than :data:`PRUNE_LEASES` lease periods are removed.
+
+A worker never trusts its lease longer than it knows it holds: :meth:`ShardLeases.renew` returns
+the local monotonic time at which the renewal was *sent*; the lease is valid at least until that
+time plus ``lease_ms`` (Redis starts counting later), and the engine worker stops appending for a
+shard once that deadline has passed without a successful renewal.
+
+Every command here touches one key, so the same code runs against Redis Cluster (pipelines of
+single-key commands are split by slot by the cluster client).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from redis.asyncio import Redis
+
+from services.store.keys import KeySpace
+
+__all__ = [
+    "HEARTBEAT_LUA",
+    "PRUNE_LEASES",
+    "RELEASE_LUA",
+    "RENEW_LUA",
+    "ShardLeases",
+    "fair_share",
+    "lease_key",
+    "registry_key",
+]
+
+RENEW_LUA = """#!lua
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+"""Compare-and-renew: KEYS[1] the lease, ARGV[1] our worker id, ARGV[2] lease ms; 1 if renewed."""
+
+RELEASE_LUA = """#!lua
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+"""Compare-and-delete: KEYS[1] the lease, ARGV[1] our worker id; 1 if it was ours."""
+
+HEARTBEAT_LUA = """#!lua
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[3]))
+return redis.call('ZCOUNT', KEYS[1], now - tonumber(ARGV[2]), '+inf')
+"""
+"""Heartbeat: KEYS[1] the registry, ARGV[1] worker id, ARGV[2] live window ms, ARGV[3] prune
+window ms; returns the number of live workers (ourselves included)."""
+
+PRUNE_LEASES = 10
+"""Registry entries silent for this many lease periods are removed."""
+
+
+def lease_key(keys: KeySpace, shard: int) -> str:
+    """The lease key of a shard: ``<ns>:{sNN}:lease``."""
+    return keys.shard_key(shard, "lease")
+
+
+def registry_key(keys: KeySpace) -> str:
+    """The sorted set of worker heartbeats: ``<ns>:workers``."""
+    return f"{keys.ns}:workers"
+
+
+def fair_share(shards: int, live: int) -> int:
+    """The most shards one of ``live`` workers may hold: ``ceil(shards / live)``."""
+    return math.ceil(shards / max(live, 1))
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+class ShardLeases:
+    """The leases and heartbeat of one worker (``worker_id``) over the shards of ``keys``."""
+
+    def __init__(self, client: Redis, keys: KeySpace, worker_id: str, lease_ms: int) -> None:
+        if lease_ms < 10:
+            raise ValueError(f"lease_ms must be >= 10, got {lease_ms}")
+        self.client = client
+        self.keys = keys
+        self.worker_id = worker_id
+        self.lease_ms = lease_ms
+        self._renew = client.register_script(RENEW_LUA)
+        self._release = client.register_script(RELEASE_LUA)
+        self._heartbeat = client.register_script(HEARTBEAT_LUA)
+
+    # -- registry -----------------------------------------------------------------------------
+    async def heartbeat(self) -> int:
+        """Record that this worker is alive; return the number of live workers (>= 1)."""
+        live = await self._heartbeat(
+            keys=[registry_key(self.keys)],
+            args=[self.worker_id, self.lease_ms, self.lease_ms * PRUNE_LEASES],
+        )
+        return max(int(live), 1)
+
+    async def deregister(self) -> None:
+        """Leave the registry (clean shutdown): the others' fair share grows at once."""
+        await self.client.zrem(registry_key(self.keys), self.worker_id)
+
+    def fair_share(self, live: int) -> int:
+        """The most shards this worker may hold while ``live`` workers run."""
+        return fair_share(self.keys.shards, live)
+
+    def preference(self, shards: Iterable[int]) -> list[int]:
+        """``shards`` in this worker's own order of preference (a hash of id and shard), so
+        that workers starting together try different free shards first."""
+        return sorted(
+            shards,
+            key=lambda s: hashlib.blake2b(f"{self.worker_id}/{s}".encode(), digest_size=8).digest(),
+        )
+
+    # -- leases -------------------------------------------------------------------------------
+    async def owners(self) -> dict[int, str | None]:
+        """The current holder of every shard's lease (None: free)."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            for shard in range(self.keys.shards):
+                pipe.get(lease_key(self.keys, shard))
+            replies = await pipe.execute()
+        return {shard: _text(value) for shard, value in enumerate(replies)}
+
+    async def acquire(self, shards: Sequence[int]) -> tuple[list[int], float]:
+        """Try to take each of ``shards``; return the ones taken and the monotonic time the
+        requests were sent (each lease is valid until that time plus ``lease_ms``)."""
+        if not shards:
+            return [], time.monotonic()
+        sent = time.monotonic()
+        async with self.client.pipeline(transaction=False) as pipe:
+            for shard in shards:
+                pipe.set(lease_key(self.keys, shard), self.worker_id, nx=True, px=self.lease_ms)
+            replies = await pipe.execute()
+        return [s for s, ok in zip(shards, replies, strict=True) if ok], sent
+
+    async def renew(self, shards: Sequence[int]) -> tuple[dict[int, bool], float]:
+        """Extend our lease of each of ``shards``; return which are still ours and the
+        monotonic time the renewals were sent."""
+        sent = time.monotonic()
+        if not shards:
+            return {}, sent
+        async with self.client.pipeline(transaction=False) as pipe:
+            for shard in shards:
+                await self._renew(
+                    keys=[lease_key(self.keys, shard)],
+                    args=[self.worker_id, self.lease_ms],
+                    client=pipe,
+                )
+            replies = await pipe.execute()
+        return {s: bool(int(r)) for s, r in zip(shards, replies, strict=True)}, sent
+
+    async def release(self, shards: Sequence[int]) -> list[int]:
+        """Give back our lease of each of ``shards``; return the ones that were still ours."""
+        if not shards:
+            return []
+        async with self.client.pipeline(transaction=False) as pipe:
+            for shard in shards:
+                await self._release(
+                    keys=[lease_key(self.keys, shard)], args=[self.worker_id], client=pipe
+                )
+            replies = await pipe.execute()
+        return [s for s, r in zip(shards, replies, strict=True) if int(r)]
