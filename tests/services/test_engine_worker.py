@@ -1,0 +1,521 @@
+"""The engine worker against a real Redis: intake, idempotency, rejections, leases and claims.
+
+Each test runs workers in the test's own event loop and namespace (4 or 8 shards, 1 s leases),
+XADDs command entries the way the gateway does (``docs/services.md``) and reads the outcome
+from the store, the stream's pending list and the result hints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+import redis.asyncio
+from prometheus_client import REGISTRY
+
+from events import commands as wc
+from services.engine_worker import GROUP, EngineWorker, results_channel
+from services.settings import Settings, load_settings
+from services.shard_leases import fair_share, lease_key, registry_key
+from services.store.redis_store import RedisEventStore
+from services.table import Table
+from services.table_service import Decision, Outcome, TableService
+
+SEED = bytes(range(32))
+
+
+def make_settings(redis_url: str, ns: str, worker: str = "w1", **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "redis_url": redis_url,
+        "namespace": ns,
+        "shards": 4,
+        "lease_ms": 1000,
+        "claim_idle_ms": 300,
+        "batch_size": 50,
+        "worker_id": f"{ns}-{worker}",
+        "token_secret": "s" * 32,
+        **overrides,
+    }
+    return load_settings(**values)
+
+
+@pytest.fixture
+def settings(redis_url: str, redis_ns: str) -> Settings:
+    return make_settings(redis_url, redis_ns)
+
+
+@pytest.fixture
+def store(redis_client: redis.asyncio.Redis, settings: Settings) -> RedisEventStore:
+    return RedisEventStore(redis_client, settings.keys)
+
+
+def seeded(store: RedisEventStore) -> TableService:
+    return TableService(store, seed_source=lambda: SEED, dealer_source=lambda: 0)
+
+
+@contextlib.asynccontextmanager
+async def running(
+    settings: Settings, cls: type[EngineWorker] = EngineWorker, **kwargs: Any
+) -> AsyncIterator[EngineWorker]:
+    """A started worker whose lease loop runs until the block ends (then a clean stop)."""
+    worker = cls(settings, **kwargs)
+    stop = asyncio.Event()
+    await worker.start()
+    task = asyncio.create_task(worker.run(stop))
+    try:
+        yield worker
+    finally:
+        stop.set()
+        await task
+        await worker.close()
+
+
+async def eventually(
+    check: Callable[[], Awaitable[bool]] | Callable[[], bool], timeout: float = 10.0
+) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if isinstance(result, Awaitable):
+            result = await result
+        if result:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        await asyncio.sleep(0.02)
+
+
+def table_on(settings: Settings, shard: int, prefix: str = "T") -> str:
+    """A table id that lives on ``shard``."""
+    for i in range(10_000):
+        table_id = f"{prefix}{i}"
+        if settings.keys.shard_of(table_id) == shard:
+            return table_id
+    raise AssertionError("no table id found")
+
+
+async def send(
+    client: redis.asyncio.Redis,
+    settings: Settings,
+    command: dict[str, Any] | wc.CommandModel | bytes,
+    seat: int | None = None,
+    *,
+    shard: int | None = None,
+    fields: dict[str, bytes | str] | None = None,
+) -> bytes:
+    """XADD a command entry (fields ``c``, ``s``, ``r``) to its table's command stream."""
+    if isinstance(command, wc.CommandModel):
+        raw = command.model_dump_json(exclude_none=True).encode()
+        table_id: str | None = command.table_id
+    elif isinstance(command, dict):
+        raw = json.dumps(command).encode()
+        table_id = command.get("table_id")
+    else:
+        raw, table_id = command, None
+    if shard is None:
+        assert table_id is not None
+        shard = settings.keys.shard_of(table_id)
+    entry = fields if fields is not None else {"c": raw, "s": "" if seat is None else str(seat)}
+    entry.setdefault("r", str(int(time.time() * 1000)))
+    entry_id: bytes = await client.xadd(settings.keys.cmd(shard), entry)
+    return entry_id
+
+
+async def result_of(
+    store: RedisEventStore, table_id: str, command_id: str, timeout: float = 10.0
+) -> dict[str, Any]:
+    """Wait for the recorded result of a command."""
+    deadline = time.monotonic() + timeout
+    while True:
+        raw = await store.command_result(table_id, command_id)
+        if raw is not None:
+            result: dict[str, Any] = json.loads(raw)
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no result for {table_id}/{command_id} within {timeout} s")
+        await asyncio.sleep(0.01)
+
+
+def opening(table_id: str) -> list[wc.CommandModel]:
+    return [
+        wc.CreateTable(table_id=table_id, command_id=f"create-{table_id}"),
+        wc.Join(table_id=table_id, command_id=f"join0-{table_id}", name="ann"),
+        wc.Join(table_id=table_id, command_id=f"join1-{table_id}", name="bob"),
+    ]
+
+
+async def pending(client: redis.asyncio.Redis, settings: Settings) -> int:
+    total = 0
+    for shard in range(settings.shards):
+        info = await client.xpending(settings.keys.cmd(shard), GROUP)
+        total += int(info["pending"])
+    return total
+
+
+def metric(result: str) -> float:
+    return REGISTRY.get_sample_value("conquian_commands_total", {"result": result}) or 0.0
+
+
+class Hints:
+    """Collects the result hints published on ``<ns>:results``."""
+
+    def __init__(self, client: redis.asyncio.Redis, settings: Settings) -> None:
+        self.pubsub = client.pubsub()
+        self.channel = results_channel(settings)
+        self.seen: dict[str, dict[str, Any]] = {}
+        self.task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Hints:
+        await self.pubsub.subscribe(self.channel)
+        self.task = asyncio.create_task(self._read())
+        return self
+
+    async def _read(self) -> None:
+        async for message in self.pubsub.listen():
+            if message["type"] == "message":
+                hint = json.loads(message["data"])
+                self.seen.setdefault(hint["command_id"], hint)
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.task is not None
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+        await self.pubsub.aclose()
+
+    async def wait(self, command_id: str) -> dict[str, Any]:
+        await eventually(lambda: command_id in self.seen, 5)
+        return self.seen[command_id]
+
+
+# --- intake ------------------------------------------------------------------------------------
+
+
+async def test_commands_are_applied_acked_and_hinted(
+    redis_client: redis.asyncio.Redis, settings: Settings, store: RedisEventStore
+) -> None:
+    table_id = table_on(settings, 2)
+    accepted = metric("accepted")
+    async with Hints(redis_client, settings) as hints, running(settings) as worker:
+        ids = [await send(redis_client, settings, c) for c in opening(table_id)]
+        for command in opening(table_id):
+            result = await result_of(store, table_id, command.command_id)
+            assert result["ok"] is True
+            hint = await hints.wait(command.command_id)
+            assert hint == {
+                "table_id": table_id,
+                "command_id": command.command_id,
+                "result": result,
+            }
+        assert (await result_of(store, table_id, f"join1-{table_id}"))["seat"] == 1
+        assert worker.owned == {0, 1, 2, 3}
+    # XACKed by the worker itself: nothing pending, everything delivered
+    assert await pending(redis_client, settings) == 0
+    (group,) = await redis_client.xinfo_groups(settings.keys.cmd(2))
+    assert group["last-delivered-id"] == ids[-1]
+    types = [e.body["type"] for e in await store.read(table_id)]
+    assert types[:4] == ["table_created", "player_joined", "player_joined", "deal_started"]
+    assert metric("accepted") - accepted == 3
+
+
+async def test_the_same_entry_twice_is_applied_once(
+    redis_client: redis.asyncio.Redis, settings: Settings, store: RedisEventStore
+) -> None:
+    table_id = table_on(settings, 1)
+    create, join0, _ = opening(table_id)
+    duplicates = metric("duplicate")
+    async with Hints(redis_client, settings) as hints, running(settings):
+        await send(redis_client, settings, create)
+        await send(redis_client, settings, join0)
+        await send(redis_client, settings, join0)  # a client retry, or a redelivery
+        first = await result_of(store, table_id, join0.command_id)
+        await eventually(lambda: metric("duplicate") - duplicates >= 1)
+        assert (await hints.wait(join0.command_id))["result"] == first
+        # a retry much later (not in the same batch) gets the same first result
+        await send(redis_client, settings, join0)
+        await eventually(lambda: metric("duplicate") - duplicates >= 2)
+    assert first == {"ok": True, "seat": 0}
+    events = await store.read(table_id)
+    assert [e.body["type"] for e in events] == ["table_created", "player_joined"]
+    assert await pending(redis_client, settings) == 0
+
+
+async def test_rejections_are_recorded_and_change_nothing(
+    redis_client: redis.asyncio.Redis, settings: Settings, store: RedisEventStore
+) -> None:
+    table_id = table_on(settings, 3)
+    async with Hints(redis_client, settings) as hints, running(settings, service_factory=seeded):
+        for command in opening(table_id):
+            await send(redis_client, settings, command)
+        await result_of(store, table_id, f"join1-{table_id}")
+        table = await seeded(store).load(table_id)
+        assert table.match is not None and table.match.to_act is not None
+        seat = table.match.to_act
+        head = await store.head(table_id)
+        cases: list[tuple[wc.CommandModel, int | None, str]] = [
+            (wc.Turn(table_id=table_id, command_id="wrong-seat"), 1 - seat, "move/not_your_turn"),
+            (wc.Discard(table_id=table_id, command_id="illegal-1", card="7H"), seat, "move/"),
+            (
+                wc.Turn(table_id=table_id, command_id="stale-ver", expected_version=2),
+                seat,
+                "command/stale_version",
+            ),
+            (wc.Turn(table_id=table_id, command_id="no-seat-1"), None, "seat/required"),
+            (wc.Join(table_id=table_id, command_id="full-join", name="cy"), None, "table/full"),
+        ]
+        for command, sender, _ in cases:
+            await send(redis_client, settings, command, sender)
+        for command, _, code in cases:
+            result = await result_of(store, table_id, command.command_id)
+            assert result["ok"] is False
+            assert result["code"].startswith(code), result
+            assert result["message"]
+            assert (await hints.wait(command.command_id))["result"] == result
+        assert await store.head(table_id) == head  # nothing appended
+        # the table still plays: the seat to act turns the card
+        await send(redis_client, settings, wc.Turn(table_id=table_id, command_id="turn-ok-1"), seat)
+        assert (await result_of(store, table_id, "turn-ok-1"))["ok"] is True
+    assert await pending(redis_client, settings) == 0
+
+
+async def test_malformed_entries_are_acked_and_rejected(
+    redis_client: redis.asyncio.Redis, settings: Settings, store: RedisEventStore
+) -> None:
+    table_id = table_on(settings, 0)
+    other = table_on(settings, 1)
+    join = {"type": "join", "table_id": table_id, "name": "ann"}
+    bad: list[tuple[dict[str, bytes | str], str | None, str | None]] = [
+        ({"c": b"{nope"}, None, None),
+        ({"c": b"\xff\xfe\x00"}, None, None),
+        ({"c": b"[1, 2]"}, None, None),
+        ({"x": b"no command field"}, None, None),
+        (
+            {"c": json.dumps({**join, "type": "fly", "command_id": "c-unknown1"})},
+            "c-unknown1",
+            "command/unknown_type",
+        ),
+        (
+            {"c": json.dumps({**join, "command_id": "c-big00001", "name": "x" * 9000})},
+            "c-big00001",
+            "command/too_large",
+        ),
+        (
+            {"c": json.dumps({"type": "join", "table_id": table_id, "command_id": "c-noname1"})},
+            "c-noname1",
+            "command/invalid",
+        ),
+        (
+            {"c": json.dumps({**join, "command_id": "c-badseat1"}), "s": "7"},
+            "c-badseat1",
+            "command/invalid",
+        ),
+        (
+            {"c": json.dumps({**join, "table_id": other, "command_id": "c-wrongsh1"})},
+            "c-wrongsh1",
+            "command/wrong_shard",
+        ),
+        ({"c": "[" * 5000 + "]" * 5000}, None, None),
+    ]
+    rejected = metric("rejected")
+    async with Hints(redis_client, settings) as hints, running(settings):
+        for fields, _, _ in bad:
+            await send(redis_client, settings, b"", shard=0, fields=dict(fields))
+        create = opening(table_id)[0]
+        await send(redis_client, settings, create)  # the worker keeps going
+        assert (await result_of(store, table_id, create.command_id))["ok"] is True
+        for _, command_id, code in bad:
+            if command_id is not None:
+                hint = await hints.wait(command_id)
+                assert hint["result"]["ok"] is False
+                assert hint["result"]["code"] == code
+                assert await store.command_result(table_id, command_id) is None  # not recorded
+        assert metric("rejected") - rejected == len(bad)
+    assert await pending(redis_client, settings) == 0
+    assert (await store.head(table_id)).version == 1
+    assert (await store.head(other)).version == 0
+
+
+# --- leases ------------------------------------------------------------------------------------
+
+
+class Recording(EngineWorker):
+    """Remembers the tables it appended to (through the turn-clock hook)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.appended: list[str] = []
+
+    async def after_append(self, table: Table, outcome: Outcome) -> None:
+        assert outcome.ok and not outcome.duplicate and table.version == outcome.last_version
+        self.appended.append(table.table_id)
+
+
+async def lease_holders(client: redis.asyncio.Redis, settings: Settings) -> dict[int, str | None]:
+    out: dict[int, str | None] = {}
+    for shard in range(settings.shards):
+        value = await client.get(lease_key(settings.keys, shard))
+        out[shard] = value.decode() if value is not None else None
+    return out
+
+
+async def test_two_workers_split_the_shards(
+    redis_url: str, redis_ns: str, redis_client: redis.asyncio.Redis
+) -> None:
+    a_settings = make_settings(redis_url, redis_ns, "a", shards=8)
+    b_settings = make_settings(redis_url, redis_ns, "b", shards=8)
+    store = RedisEventStore(redis_client, a_settings.keys)
+    async with running(a_settings, Recording) as a, running(b_settings, Recording) as b:
+        assert isinstance(a, Recording) and isinstance(b, Recording)
+        overlap: list[set[int]] = []
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline and not (len(a.owned) == len(b.owned) == 4):
+            overlap.append(set(a.runners) & set(b.runners))
+            await asyncio.sleep(0.01)
+        assert len(a.owned) == len(b.owned) == fair_share(8, 2) == 4
+        assert not any(overlap), "a shard was consumed by both workers"
+        assert a.owned | b.owned == set(range(8))
+        holders = await lease_holders(redis_client, a_settings)
+        assert {s for s, w in holders.items() if w == a.worker_id} == a.owned
+        assert {s for s, w in holders.items() if w == b.worker_id} == b.owned
+        live = await redis_client.zrange(registry_key(a_settings.keys), 0, -1)
+        assert sorted(live) == sorted([a.worker_id.encode(), b.worker_id.encode()])
+        tables = [table_on(a_settings, s, f"T{s}x") for s in range(8)]
+        for table_id in tables:
+            await send(redis_client, a_settings, opening(table_id)[0])
+        for table_id in tables:
+            assert (await result_of(store, table_id, f"create-{table_id}"))["ok"] is True
+        owner = {t: a if a_settings.keys.shard_of(t) in a.owned else b for t in tables}
+        assert sorted(a.appended) == sorted(t for t in tables if owner[t] is a)
+        assert sorted(b.appended) == sorted(t for t in tables if owner[t] is b)
+        assert a.appended and b.appended  # both made progress
+
+
+async def test_a_stopping_worker_hands_its_shards_over(
+    redis_url: str, redis_ns: str, redis_client: redis.asyncio.Redis
+) -> None:
+    a_settings = make_settings(redis_url, redis_ns, "a")
+    b_settings = make_settings(redis_url, redis_ns, "b")
+    store = RedisEventStore(redis_client, a_settings.keys)
+    async with running(b_settings, Recording) as b:
+        async with running(a_settings, Recording) as a:
+            await eventually(lambda: len(a.owned) == len(b.owned) == 2)
+            given = set(a.owned)
+        # a released its leases and left the registry: b takes everything at its next tick
+        holders = await lease_holders(redis_client, a_settings)
+        assert a.worker_id not in holders.values()
+        await eventually(lambda: b.owned == {0, 1, 2, 3}, timeout=3)
+        tables = [table_on(a_settings, s, "H") for s in sorted(given)]
+        for table_id in tables:
+            await send(redis_client, a_settings, opening(table_id)[0])
+        for table_id in tables:
+            assert (await result_of(store, table_id, f"create-{table_id}"))["ok"] is True
+        assert isinstance(b, Recording) and set(tables) <= set(b.appended)
+    assert await lease_holders(redis_client, a_settings) == dict.fromkeys(range(4))
+    assert await redis_client.zcard(registry_key(a_settings.keys)) == 0
+
+
+async def test_a_lost_lease_stops_the_shard_at_once(
+    redis_client: redis.asyncio.Redis, settings: Settings, store: RedisEventStore
+) -> None:
+    async with running(settings) as worker:
+        await eventually(lambda: worker.owned == {0, 1, 2, 3})
+        key = lease_key(settings.keys, 2)
+        await redis_client.set(key, "intruder", px=3000)  # somebody else holds shard 2 now
+        await eventually(lambda: 2 not in worker.runners, timeout=3)
+        table_id = table_on(settings, 2)
+        create = opening(table_id)[0]
+        await send(redis_client, settings, create)
+        await asyncio.sleep(0.6)
+        assert await store.command_result(table_id, create.command_id) is None
+        assert await redis_client.get(key) == b"intruder"  # never renewed by the worker
+        await redis_client.delete(key)  # the intruder goes away: the shard is free again
+        assert (await result_of(store, table_id, create.command_id))["ok"] is True
+        assert 2 in worker.owned
+
+
+# --- claims and poison -------------------------------------------------------------------------
+
+
+async def test_pending_entries_of_a_dead_consumer_are_claimed_in_order(
+    redis_client: redis.asyncio.Redis, settings: Settings, store: RedisEventStore
+) -> None:
+    table_id = table_on(settings, 1)
+    stream = settings.keys.cmd(1)
+    await redis_client.xgroup_create(stream, GROUP, id="0", mkstream=True)
+    for command in opening(table_id):
+        await send(redis_client, settings, command)
+    # a consumer read two entries and died before processing them
+    read = await redis_client.xreadgroup(GROUP, "ghost", {stream: ">"}, count=2)
+    assert len(read[0][1]) == 2
+    async with running(settings) as worker:
+        results = [await result_of(store, table_id, c.command_id) for c in opening(table_id)]
+        assert [r["ok"] for r in results] == [True, True, True]
+        assert results[1]["seat"] == 0 and results[2]["seat"] == 1  # stream order kept
+        assert worker.runners[1].claimed == 2
+    assert await pending(redis_client, settings) == 0
+
+
+class Exploding(TableService):
+    """A table service that fails unexpectedly on chosen command ids."""
+
+    def __init__(self, store: RedisEventStore, boom: set[str]) -> None:
+        super().__init__(store, seed_source=lambda: SEED, dealer_source=lambda: 0)
+        self.boom = boom
+        self.attempts = 0
+
+    def decide(self, table: Table, command: wc.Command, seat: int | None) -> Decision:
+        if command.command_id in self.boom:
+            self.attempts += 1
+            raise RuntimeError(f"bug triggered by {command.command_id}")
+        return super().decide(table, command, seat)
+
+
+async def test_a_poison_command_is_given_up_and_the_table_goes_on(
+    redis_client: redis.asyncio.Redis, settings: Settings, store: RedisEventStore
+) -> None:
+    table_id = table_on(settings, 3)
+    create, join0, join1 = opening(table_id)
+    services: list[Exploding] = []
+
+    def factory(worker_store: RedisEventStore) -> TableService:
+        services.append(Exploding(worker_store, {join0.command_id}))
+        return services[-1]
+
+    async with running(settings, service_factory=factory, max_deliveries=3):
+        for command in (create, join0, join1):
+            await send(redis_client, settings, command)
+        failed = await result_of(store, table_id, join0.command_id)
+        later = await result_of(store, table_id, join1.command_id)
+    assert failed["ok"] is False and failed["code"] == "command/failed"
+    assert "RuntimeError" in failed["message"]
+    assert services[0].attempts == 3
+    assert later == {"ok": True, "seat": 0}  # join1 waited for join0, then took seat 0
+    assert [e.body["type"] for e in await store.read(table_id)] == [
+        "table_created",
+        "player_joined",
+    ]
+    assert await pending(redis_client, settings) == 0
+
+
+async def test_an_entry_delivered_too_often_is_given_up_unapplied(
+    redis_client: redis.asyncio.Redis, settings: Settings, store: RedisEventStore
+) -> None:
+    table_id = table_on(settings, 0)
+    stream = settings.keys.cmd(0)
+    await redis_client.xgroup_create(stream, GROUP, id="0", mkstream=True)
+    create = opening(table_id)[0]
+    entry_id = await send(redis_client, settings, create)
+    # it killed every worker that read it: delivered three times already
+    await redis_client.xreadgroup(GROUP, "ghost-1", {stream: ">"}, count=1)
+    await redis_client.xclaim(stream, GROUP, "ghost-2", 0, [entry_id])
+    await redis_client.xclaim(stream, GROUP, "ghost-3", 0, [entry_id])
+    async with running(settings, max_deliveries=3):
+        result = await result_of(store, table_id, create.command_id)
+    assert result["code"] == "command/failed"
+    assert (await store.head(table_id)).version == 0
+    assert await pending(redis_client, settings) == 0
