@@ -157,6 +157,8 @@ class TableService:
         )
         if appended.duplicate:
             return _replayed(appended)
+        if _status(table, decision.events) == "over":  # the table's last event: give memory back
+            await self.store.seal(table.table_id)
         new = table.with_secrets(decision.secrets)
         for stored, event in zip(appended.events, decision.events, strict=True):
             new = new.apply(event, stored.version, stored.hash)
