@@ -1,0 +1,1365 @@
+"""``conquian audit``: replay a table from its stored events and check everything it claims.
+
+:func:`audit_table` is pure: it takes a table's stored events (anything with ``version``,
+``body`` and ``hash``, like the store's ``StoredEvent``) and its head, and returns a
+:class:`TableReport`.  It trusts nothing but the published algorithms, and reads no secret: the
+seeds come from the table's own ``deal_revealed`` events.  The checks run in this order, and the
+first that fails names the table, the version, the event type and a reason code:
+
+1. **chain**: versions run 1, 2, 3, … (``audit/version_gap``); every hash is the SHA-256 of the
+   body chained to the hash before (``audit/bad_hash``); a body or a stored ``prev_hash`` that
+   places the event elsewhere is ``audit/broken_chain``;
+2. **decode**: every body is a valid event of the contract, after upcasting
+   (``audit/undecodable``);
+3. **deals**: every revealed seed hashes to its deal's commitment, under the same algorithm
+   (``audit/commitment_mismatch``); each ``hand_dealt`` holds the cards the seed's deck deals
+   (``audit/dealt_card_mismatch``); a finished deal must be revealed (``audit/unrevealed_deal``).
+   A deal still running at the end of the table is fine: its seed is secret, so its cards cannot
+   be checked yet (the report says so) and its moves are re-decided on the cards as recorded;
+4. **re-decide**: the events of each command (they share a ``command_id``) give the command
+   (``card_turned`` first: turn, ``meld_made``: take, …); the engine decides it on the state so
+   far and the wire events it gives must be the recorded ones, field for field
+   (``audit/illegal_move`` when the engine rejects the command, ``audit/turned_card_mismatch``
+   when a turned card differs from the deck, ``audit/event_mismatch`` for any other difference);
+5. **head**: the head's version, hash and status are those of the last event
+   (``audit/head_mismatch``).
+
+The rest of the module reads tables from a store in batches (:func:`audit_store`) and is the
+command line.  ``docs/audit.md`` describes all of it with examples.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TextIO
+
+from engine import actions as ea
+from engine import events as ee
+from engine.cards import ALL_CARDS, Card, format_card
+from engine.errors import EngineError
+from engine.game import decide, evolve
+from engine.state import Match
+from events import domain as wd
+from events.base import ContractError
+from events.chain import GENESIS_HASH, canonical_json
+from events.envelope import BODY_KEYS
+from events.fairness import FairnessError, deal_context, parse_seed, shuffle, split_deck, verify
+from events.mapping import rules_from_wire, to_wire
+from events.upcast import parse_event
+
+if TYPE_CHECKING:
+    from services.cli import Subparsers
+    from services.store.base import EventStore, Head
+    from services.store.keys import KeySpace
+
+__all__ = [
+    "CODES",
+    "AuditSummary",
+    "Failure",
+    "LoadedTable",
+    "StoredLike",
+    "TableReport",
+    "add_parser",
+    "audit_store",
+    "audit_table",
+    "load_tables",
+    "run",
+]
+
+# --- reason codes --------------------------------------------------------------------------------
+
+VERSION_GAP = "audit/version_gap"
+BAD_HASH = "audit/bad_hash"
+BROKEN_CHAIN = "audit/broken_chain"
+UNDECODABLE = "audit/undecodable"
+COMMITMENT_MISMATCH = "audit/commitment_mismatch"
+DEALT_CARD_MISMATCH = "audit/dealt_card_mismatch"
+UNREVEALED_DEAL = "audit/unrevealed_deal"
+TURNED_CARD_MISMATCH = "audit/turned_card_mismatch"
+ILLEGAL_MOVE = "audit/illegal_move"
+EVENT_MISMATCH = "audit/event_mismatch"
+HEAD_MISMATCH = "audit/head_mismatch"
+NO_TABLE = "audit/no_table"
+
+CODES: dict[str, str] = {
+    VERSION_GAP: "versions do not run 1, 2, 3, … (an event is missing, doubled or moved)",
+    BAD_HASH: "an event's hash is not the hash of its body chained to the one before",
+    BROKEN_CHAIN: "an event's body or stored link places it elsewhere in the chain",
+    UNDECODABLE: "a body is not a valid event of the contract (after upcasting)",
+    COMMITMENT_MISMATCH: "a revealed seed does not hash to its deal's commitment",
+    DEALT_CARD_MISMATCH: "a dealt hand is not the one the deal's deck deals",
+    UNREVEALED_DEAL: "a finished deal's seed was never revealed",
+    TURNED_CARD_MISMATCH: "a turned card is not the next card of the deal's deck",
+    ILLEGAL_MOVE: "the engine rejects the command the events record",
+    EVENT_MISMATCH: "the engine, re-deciding the command, gives other events",
+    HEAD_MISMATCH: "the head's version, hash or status is not that of the last event",
+    NO_TABLE: "the store has no such table",
+}
+"""Every reason code and what it means (``docs/audit.md``)."""
+
+
+# --- results -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """The first bad event of a table: where (version, type), the reason code and a message."""
+
+    table_id: str
+    version: int
+    event_type: str | None
+    code: str
+    reason: str
+
+    def __str__(self) -> str:
+        return (
+            f"{self.table_id} version {self.version} ({self.event_type or '-'}): "
+            f"{self.code}: {self.reason}"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the failure as JSON-ready values."""
+        return {
+            "table_id": self.table_id,
+            "version": self.version,
+            "event_type": self.event_type,
+            "code": self.code,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TableReport:
+    """What the audit of one table found: ``failure`` is None when every check held.
+
+    ``events`` is the number of stored events read, ``deals`` the deals started, ``revealed``
+    those whose seed was revealed and checked, ``running`` the number of a deal still being
+    played (its cards cannot be checked until its seed is revealed) and ``status`` the head's.
+    """
+
+    table_id: str
+    events: int
+    deals: int = 0
+    revealed: int = 0
+    running: int | None = None
+    status: str | None = None
+    failure: Failure | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Say whether every check held."""
+        return self.failure is None
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """Return what the audit could not check, in words."""
+        if self.running is None or self.failure is not None:
+            return ()
+        return (
+            f"deal {self.running} is still running: its seed is secret until it ends, so its "
+            "dealt and turned cards were not checked against its commitment (its moves were "
+            "re-decided on the cards as recorded)",
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the report as JSON-ready values."""
+        return {
+            "table_id": self.table_id,
+            "ok": self.ok,
+            "events": self.events,
+            "deals": self.deals,
+            "revealed": self.revealed,
+            "running": self.running,
+            "status": self.status,
+            "failure": None if self.failure is None else self.failure.as_dict(),
+            "notes": list(self.notes),
+        }
+
+    def summary(self) -> str:
+        """Return the report as one line of text."""
+        if self.failure is not None:
+            return f"FAILED {self.failure}"
+        deals = f"{self.deals} deal{'s' if self.deals != 1 else ''}"
+        running = f", deal {self.running} running (cards not checkable yet)" if self.running else ""
+        return (
+            f"{self.table_id}: ok, {self.events} events, {deals} ({self.revealed} revealed"
+            f"{running}), status {self.status or '-'}"
+        )
+
+
+class StoredLike(Protocol):
+    """A stored event as the audit reads it (the store's ``StoredEvent`` is one)."""
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def body(self) -> Mapping[str, Any]: ...
+
+    @property
+    def hash(self) -> str: ...
+
+
+class _Failed(Exception):
+    """Raised inside the audit at the first bad event; carries the failure."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+
+
+@dataclass(slots=True)
+class _Event:
+    """A decoded event: version, hash, type, its payload fields, how many, and command id.
+
+    ``payload`` is the stored body itself when it passed the plain checks (``canonical``: its
+    envelope keys then come along, ``size`` counts only the payload's own keys), else the dump
+    of the parsed and upcast model.  ``model`` is kept for ``table_created``.
+    """
+
+    version: int
+    hash: str
+    type: str
+    payload: Mapping[str, Any]
+    size: int
+    command_id: str
+    canonical: bool
+    model: wd.TableCreated | None = None
+
+    def same(self, want: Mapping[str, Any]) -> bool:
+        """Say whether the payload is exactly ``want`` (a wire dict without envelope keys)."""
+        if len(want) != self.size:
+            return False
+        payload = self.payload
+        for key, value in want.items():  # noqa: SIM110 - a loop beats all() on small dicts
+            if payload.get(key, _MISSING) != value:
+                return False
+        return True
+
+
+_MISSING = object()
+
+
+# --- step 1: the hash of a body, as events.chain computes it, in fewer steps ---------------------
+
+_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
+"""The C encoder behind ``json.dumps``; made once here instead of at every call."""
+
+
+def _unencodable(value: object) -> object:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _make_canonical() -> Callable[[object], bytes]:
+    """Return a function equal to ``events.chain.canonical_json`` (checked here and in tests)."""
+    if _c_make_encoder is not None:
+        encode = _c_make_encoder(
+            None, _unencodable, json.encoder.encode_basestring, None, ":", ",", True, False, False
+        )
+
+        def fast(obj: object) -> bytes:
+            return "".join(encode(obj, 0)).encode("utf-8")
+
+        sample = {"b": [1, "é\u2028\x1f", None, True], "a": {"z": 2.5, "y": -1}}
+        if fast(sample) == canonical_json(sample):
+            return fast
+    return canonical_json  # pragma: no cover
+
+
+canonical = _make_canonical()
+"""``events.chain.canonical_json`` without building an encoder at every call."""
+
+
+def body_hash(prev_hash: str, body: Mapping[str, Any]) -> str:
+    """``events.chain.event_hash`` of a stored body (one without ``hash``/``prev_hash``)."""
+    return hashlib.sha256(prev_hash.encode("ascii") + b"\n" + canonical(body)).hexdigest()
+
+
+# --- step 2: decoding without pydantic where a plain check is enough -----------------------------
+
+_CARD_KEY: dict[str, int] = {format_card(c): (c % 10) * 4 + c // 10 for c in ALL_CARDS}
+"""Each canonical card text and its place in rank-then-suit order (how events sort cards)."""
+_CARD_OF: dict[str, Card] = {format_card(c): c for c in ALL_CARDS}
+
+_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")
+_CAUSATION = re.compile(r"[A-Za-z0-9_-]{1,64}(:[1-9][0-9]{0,11})?")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_ALGORITHM = re.compile(r"[a-z0-9_.-]{1,40}")
+_BOT = re.compile(r"[a-z0-9_-]{1,32}")
+_MAX_TIME = 2**53 - 1
+_ENVELOPE = ("table_id", "version", "command_id", "time")
+
+
+def _seat(value: object) -> bool:
+    return type(value) is int and 0 <= value <= 1
+
+
+def _card(value: object) -> bool:
+    return type(value) is str and value in _CARD_KEY
+
+
+def _count(value: object, low: int) -> bool:
+    return type(value) is int and value >= low
+
+
+def _hex64(value: object) -> bool:
+    return type(value) is str and _HEX64.fullmatch(value) is not None
+
+
+def _algorithm(value: object) -> bool:
+    return type(value) is str and _ALGORITHM.fullmatch(value) is not None
+
+
+def _sorted_cards(value: object, low: int, high: int) -> bool:
+    """A list of ``low..high`` distinct canonical cards in rank-then-suit order."""
+    if type(value) is not list or not low <= len(value) <= high:
+        return False
+    last = -1
+    for text in value:
+        key = _CARD_KEY.get(text) if type(text) is str else None
+        if key is None or key <= last:
+            return False
+        last = key
+    return True
+
+
+def _table(value: object) -> bool:
+    """A table as events write it: sorted melds of 3-10 sorted cards, no card twice."""
+    if type(value) is not list or len(value) > 13:
+        return False
+    seen: set[str] = set()
+    last: list[int] = []
+    for meld in value:
+        if not _sorted_cards(meld, 3, 10):
+            return False
+        keys = [_CARD_KEY[c] for c in meld]
+        if keys <= last or not seen.isdisjoint(meld):
+            return False
+        seen.update(meld)
+        last = keys
+    return True
+
+
+def _scores(value: object) -> bool:
+    return type(value) is list and len(value) == 2 and _count(value[0], 0) and _count(value[1], 0)
+
+
+def _winner(value: object) -> bool:
+    return value is None or _seat(value)
+
+
+def _name(value: object) -> bool:
+    return (
+        type(value) is str
+        and 1 <= len(value) <= 40
+        and value.isprintable()
+        and value.strip() == value
+    )
+
+
+_Check = Callable[[Mapping[str, Any]], bool]
+_FLAGS = (True, False)
+_FAST_CHECKS: dict[str, _Check] = {
+    "card_turned": lambda b: _seat(b["seat"]) and _card(b["card"]),
+    "card_refused": lambda b: _seat(b["seat"]) and _card(b["card"]) and b["forceable"] in _FLAGS,
+    "card_left": lambda b: _seat(b["seat"]) and _card(b["card"]) and b["forceable"] in _FLAGS,
+    "card_wasted": lambda b: _card(b["card"]),
+    "card_discarded": lambda b: _seat(b["seat"]) and _card(b["card"]),
+    "force_demanded": lambda b: _seat(b["seat"]),
+    "force_waived": lambda b: _seat(b["seat"]),
+    "went_out": lambda b: _seat(b["seat"]),
+    "resigned": lambda b: _seat(b["seat"]),
+    "game_drawn": lambda b: True,
+    "meld_made": lambda b: (
+        _seat(b["seat"])
+        and _card(b["card"])
+        and _sorted_cards(b["hand"], 0, 10)
+        and _table(b["table"])
+    ),
+    "hand_melded": lambda b: (
+        _seat(b["seat"]) and _sorted_cards(b["hand"], 0, 10) and _table(b["table"])
+    ),
+    "hand_dealt": lambda b: _seat(b["seat"]) and _sorted_cards(b["cards"], 10, 10),
+    "stakes_settled": lambda b: (
+        _winner(b["winner"])
+        and _count(b["amount"], 0)
+        and _scores(b["scores"])
+        and _count(b["next_stake"], 1)
+    ),
+    "match_ended": lambda b: _winner(b["winner"]) and _scores(b["scores"]),
+    "deal_started": lambda b: (
+        _count(b["number"], 1)
+        and _seat(b["dealer"])
+        and _count(b["stake"], 1)
+        and _hex64(b["commitment"])
+        and _algorithm(b["algorithm"])
+    ),
+    "deal_revealed": lambda b: (
+        _count(b["number"], 1) and _hex64(b["seed"]) and _algorithm(b["algorithm"])
+    ),
+    "player_joined": lambda b: (
+        _seat(b["seat"])
+        and _name(b["name"])
+        and (b["bot"] is None or (type(b["bot"]) is str and _BOT.fullmatch(b["bot"]) is not None))
+    ),
+}
+"""Plain checks of the payload fields of every event type but ``table_created``.  A payload
+that passes (with the right keys and ``v``) is exactly what pydantic would accept and write back
+unchanged (``tests/services/test_audit.py`` checks it); anything else goes through
+``events.upcast.parse_event``, which upcasts, validates and normalises."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """An event type's payload keys (``type``, ``v`` and fields), its version and its check."""
+
+    keys: frozenset[str]
+    bare: frozenset[str]
+    caused: frozenset[str]
+    version: int
+    check: _Check
+
+
+_SHAPES: dict[str, _Shape] = {}
+for _kind, _check in _FAST_CHECKS.items():
+    _cls = wd.TABLE_EVENT_TYPES[_kind]
+    _keys = frozenset(_cls.model_fields)
+    _bare = _keys | frozenset(_ENVELOPE)
+    _SHAPES[_kind] = _Shape(_keys, _bare, _bare | {"causation"}, _cls.VERSION, _check)
+
+
+def fast_payload_ok(payload: Mapping[str, Any]) -> bool:
+    """Say whether a payload (no envelope keys) passes the plain checks of its type."""
+    kind = payload.get("type")
+    shape = _SHAPES.get(kind) if type(kind) is str else None
+    if shape is None or payload.keys() != shape.keys:
+        return False
+    v = payload["v"]
+    return type(v) is int and v == shape.version and shape.check(payload)
+
+
+def _payload(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in mapping.items() if k not in BODY_KEYS}
+
+
+def _decode(table_id: str, stored: StoredLike) -> _Event:
+    """Step 2 for one event: check the envelope fields and the payload."""
+    body = stored.body
+    version = stored.version
+    kind = body.get("type")
+    command_id = body.get("command_id")
+    moment = body.get("time")
+    causation = body.get("causation")
+    if type(command_id) is not str or not _ID.fullmatch(command_id):
+        raise _undecodable(table_id, version, kind, f"command_id {command_id!r} is not valid")
+    if type(moment) is not int or not 0 <= moment <= _MAX_TIME:
+        raise _undecodable(table_id, version, kind, f"time {moment!r} is not valid")
+    if causation is not None and (
+        type(causation) is not str or not _CAUSATION.fullmatch(causation)
+    ):
+        raise _undecodable(table_id, version, kind, f"causation {causation!r} is not valid")
+    shape = _SHAPES.get(kind) if type(kind) is str else None
+    if shape is not None:
+        keys = body.keys()
+        v = body.get("v")
+        if (
+            (keys == shape.bare or keys == shape.caused)
+            and type(v) is int
+            and v == shape.version
+            and shape.check(body)
+        ):
+            return _Event(version, stored.hash, str(kind), body, len(shape.keys), command_id, True)
+    try:
+        model = parse_event(_payload(body))
+    except ContractError as error:
+        raise _undecodable(table_id, version, kind, f"{error.code}: {error}") from None
+    if isinstance(model, wd.CommandRejected):
+        raise _undecodable(table_id, version, kind, "a command_rejected is never stored")
+    if isinstance(model, wd.TableCreated):
+        try:
+            rules_from_wire(model.rules)
+        except ValueError as error:
+            reason = f"the engine refuses the rules: {error}"
+            raise _undecodable(table_id, version, kind, reason) from None
+    payload = model.model_dump(mode="json")
+    kept = model if isinstance(model, wd.TableCreated) else None
+    return _Event(version, stored.hash, model.type, payload, len(payload), command_id, False, kept)
+
+
+def _undecodable(table_id: str, version: int, kind: object, reason: str) -> _Failed:
+    text = kind if type(kind) is str else None
+    return _Failed(Failure(table_id, version, text, UNDECODABLE, reason))
+
+
+# --- the audit -----------------------------------------------------------------------------------
+
+
+def audit_table(
+    table_id: str,
+    events: Sequence[StoredLike],
+    head: Head | None,
+    corrupt: tuple[int, str] | None = None,
+) -> TableReport:
+    """Audit one table from its stored events (in stream order) and its head.
+
+    ``head`` None skips the head check (a source without heads).  ``corrupt`` is
+    ``(version, reason)`` when the store could not even read the body of that version:
+    ``events`` then stops before it, and the audit reports it as undecodable once the events
+    before it have passed the chain check.
+    """
+    audit = _Audit(table_id, events, head)
+    try:
+        audit.check_chain()
+        if corrupt is not None:
+            version, reason = corrupt
+            raise _Failed(Failure(table_id, version, None, UNDECODABLE, reason))
+        audit.decode()
+        audit.check_deals()
+        audit.redecide()
+        audit.check_head()
+    except _Failed as failed:
+        return audit.report(failed.failure)
+    return audit.report(None)
+
+
+_DEAL_TYPES = frozenset({"deal_started", "hand_dealt", "stakes_settled", "deal_revealed"})
+
+
+class _Audit:
+    """One table's audit, step by step (see the module docstring)."""
+
+    def __init__(self, table_id: str, stored: Sequence[StoredLike], head: Head | None) -> None:
+        self.table_id = table_id
+        self.stored = stored
+        self.head = head
+        self.events: list[_Event] = []
+        self.deal_events: list[int] = []
+        self.decks: dict[int, tuple[Card, ...]] = {}
+        self.reveals: dict[int, Mapping[str, Any]] = {}
+        self.deals = 0
+        self.running: int | None = None
+        self.status: str | None = None
+
+    def report(self, failure: Failure | None) -> TableReport:
+        status = self.head.status if self.head is not None else self.status
+        return TableReport(
+            self.table_id,
+            len(self.stored),
+            self.deals,
+            len(self.reveals),
+            self.running,
+            status,
+            failure,
+        )
+
+    def fail(self, version: int, kind: str | None, code: str, reason: str) -> _Failed:
+        return _Failed(Failure(self.table_id, version, kind, code, reason))
+
+    def fail_at(self, event: _Event, code: str, reason: str) -> _Failed:
+        return self.fail(event.version, event.type, code, reason)
+
+    # -- step 1 ----------------------------------------------------------------------------------
+
+    def check_chain(self) -> None:
+        table_id = self.table_id
+        prev = GENESIS_HASH
+        expected = 1
+        for stored in self.stored:
+            version = stored.version
+            body = stored.body
+            if version != expected:
+                missing = (
+                    f"version {expected} is missing"
+                    if version == expected + 1
+                    else f"versions {expected} to {version - 1} are missing"
+                    if version > expected
+                    else f"version {version} comes again after {expected - 1}"
+                )
+                raise self.fail(version, _type_of(body), VERSION_GAP, missing)
+            if body.get("version") != version or body.get("table_id") != table_id:
+                raise self.fail(
+                    version,
+                    _type_of(body),
+                    BROKEN_CHAIN,
+                    f"the body is written for table {body.get('table_id')!r} version "
+                    f"{body.get('version')!r}",
+                )
+            link = getattr(stored, "prev_hash", prev)
+            if link != prev:
+                raise self.fail(
+                    version,
+                    _type_of(body),
+                    BROKEN_CHAIN,
+                    f"it links to {str(link)[:12]}…, not to the hash of version {version - 1} "
+                    f"({prev[:12]}…)",
+                )
+            try:
+                computed = body_hash(prev, body)
+            except (TypeError, ValueError) as error:
+                raise self.fail(
+                    version, _type_of(body), BAD_HASH, f"the body cannot be hashed: {error}"
+                ) from None
+            if computed != stored.hash:
+                raise self.fail(
+                    version,
+                    _type_of(body),
+                    BAD_HASH,
+                    f"stored hash {stored.hash[:12]}…, but the body chained to version "
+                    f"{version - 1} hashes to {computed[:12]}… (this event, or the one before "
+                    "it, was changed)",
+                )
+            prev = computed
+            expected += 1
+
+    # -- step 2 ----------------------------------------------------------------------------------
+
+    def decode(self) -> None:
+        table_id = self.table_id
+        events = self.events = [_decode(table_id, stored) for stored in self.stored]
+        self.deal_events = [i for i, e in enumerate(events) if e.type in _DEAL_TYPES]
+
+    # -- step 3 ----------------------------------------------------------------------------------
+
+    def check_deals(self) -> None:
+        started: dict[int, int] = {}
+        dealt: dict[int, list[_Event]] = {}
+        settled: dict[int, _Event] = {}
+        revealed: dict[int, _Event] = {}
+        current = 0
+        events = self.events
+        for i in self.deal_events:
+            event = events[i]
+            kind = event.type
+            if kind == "deal_started":
+                current = event.payload["number"]
+                if current in started:
+                    raise self.fail_at(event, EVENT_MISMATCH, f"deal {current} starts twice")
+                started[current] = i
+            elif kind == "hand_dealt":
+                dealt.setdefault(current, []).append(event)
+            elif kind == "stakes_settled":
+                if current:
+                    settled.setdefault(current, event)
+            else:
+                number = event.payload["number"]
+                if number in revealed:
+                    raise self.fail_at(event, EVENT_MISMATCH, f"deal {number} is revealed twice")
+                revealed[number] = event
+                start = started.get(number)
+                self._check_reveal(None if start is None else events[start], event)
+        self.deals = len(started)
+        self.reveals = {number: event.payload for number, event in revealed.items()}
+        for number, i in started.items():
+            hands = dealt.get(number, [])
+            if number in revealed:
+                self._check_hands(events[i], hands, self.decks[number])
+            elif number in settled:
+                raise self.fail_at(
+                    settled[number],
+                    UNREVEALED_DEAL,
+                    f"deal {number} is settled but its seed was never revealed",
+                )
+            else:
+                self.running = number
+                self.decks[number] = self._recorded_deck(i, hands)
+
+    def _check_reveal(self, start: _Event | None, reveal: _Event) -> None:
+        number = reveal.payload["number"]
+        if start is None:
+            raise self.fail_at(
+                reveal, COMMITMENT_MISMATCH, f"deal {number} is revealed but was never committed"
+            )
+        seed_text = reveal.payload["seed"]
+        algorithm = reveal.payload["algorithm"]
+        committed = start.payload["commitment"]
+        if algorithm != start.payload["algorithm"]:
+            raise self.fail_at(
+                reveal,
+                COMMITMENT_MISMATCH,
+                f"deal {number} was committed under {start.payload['algorithm']!r} "
+                f"(version {start.version}) but revealed under {algorithm!r}",
+            )
+        seed = parse_seed(seed_text)
+        if not verify(seed, committed):
+            raise self.fail_at(
+                reveal,
+                COMMITMENT_MISMATCH,
+                f"SHA-256 of the seed {seed_text[:12]}… is not the commitment {committed[:12]}… "
+                f"of deal {number} (version {start.version})",
+            )
+        try:
+            self.decks[number] = shuffle(seed, algorithm, deal_context(self.table_id, number))
+        except FairnessError as error:
+            raise self.fail_at(reveal, COMMITMENT_MISMATCH, str(error)) from None
+
+    def _check_hands(self, start: _Event, hands: list[_Event], deck: tuple[Card, ...]) -> None:
+        dealer = start.payload["dealer"]
+        non_dealer, dealer_cards, _ = split_deck(deck)
+        expected = {1 - dealer: _wire_cards(non_dealer), dealer: _wire_cards(dealer_cards)}
+        for event in hands:
+            seat = event.payload["seat"]
+            want = expected[seat]
+            got = event.payload["cards"]
+            if got != want:
+                wrong = " ".join(c for c in got if c not in want)
+                missing = " ".join(c for c in want if c not in got)
+                raise self.fail_at(
+                    event,
+                    DEALT_CARD_MISMATCH,
+                    f"seat {seat} is dealt {wrong} where the deck of deal "
+                    f"{start.payload['number']} deals {missing}",
+                )
+
+    def _recorded_deck(self, start: int, hands: list[_Event]) -> tuple[Card, ...]:
+        """The deck of a running deal as far as its events show it: the dealt hands, then the
+        turned cards in order, then the cards nobody has seen (in card order)."""
+        events = self.events
+        started = events[start]
+        dealer = started.payload["dealer"]
+        by_seat = {e.payload["seat"]: e for e in hands}
+        seen: set[Card] = set()
+        cards: dict[int, list[Card]] = {}
+        for seat in (0, 1):
+            event = by_seat.get(seat)
+            if event is None:
+                raise self.fail_at(started, DEALT_CARD_MISMATCH, f"seat {seat} is dealt no hand")
+            cards[seat] = [_CARD_OF[c] for c in event.payload["cards"]]
+            if not seen.isdisjoint(cards[seat]):
+                raise self.fail_at(event, DEALT_CARD_MISMATCH, "both hands hold the same card")
+            seen.update(cards[seat])
+        deck: list[Card] = []
+        for a, b in zip(cards[1 - dealer], cards[dealer], strict=True):
+            deck += (a, b)
+        for event in events[start:]:
+            if event.type != "card_turned":
+                continue
+            card = _CARD_OF[event.payload["card"]]
+            if card in seen:
+                raise self.fail_at(
+                    event,
+                    TURNED_CARD_MISMATCH,
+                    f"{event.payload['card']} was dealt or turned before in this deal",
+                )
+            seen.add(card)
+            deck.append(card)
+        deck += [c for c in ALL_CARDS if c not in seen]
+        return tuple(deck)
+
+    # -- step 4 ----------------------------------------------------------------------------------
+
+    def redecide(self) -> None:
+        events = self.events
+        count = len(events)
+        match: Match | None = None
+        seated = [False, False]
+        commands: dict[str, int] = {}
+        start = 0
+        while start < count:
+            first = events[start]
+            command_id = first.command_id
+            end = start + 1
+            while end < count and events[end].command_id == command_id:
+                end += 1
+            if commands.setdefault(command_id, first.version) != first.version:
+                raise self.fail_at(
+                    first,
+                    EVENT_MISMATCH,
+                    f"command {command_id} was applied before, at version {commands[command_id]}",
+                )
+            group = events[start:end]
+            if any(e.type == "player_joined" for e in group):
+                group = self._seat_players(group, seated, match is not None)
+            if group:
+                match = self._redecide_group(match, group, seated)
+                status = _status(group)
+                if status is not None:
+                    self.status = status
+            start = end
+
+    def _seat_players(self, group: list[_Event], seated: list[bool], created: bool) -> list[_Event]:
+        """Seat the players a command's ``player_joined`` events name; return the other events.
+
+        A join's events begin with its one ``player_joined``; a ``create_table`` seats its bots
+        right after ``table_created``.
+        """
+        rest: list[_Event] = []
+        opens = group[0].type == "table_created"
+        for i, event in enumerate(group):
+            if event.type != "player_joined":
+                rest.append(event)
+                continue
+            if i > 0 and not (opens and all(e.type == "player_joined" for e in group[1:i])):
+                raise self.fail_at(
+                    event, EVENT_MISMATCH, "a player joins in the middle of a command"
+                )
+            if not (created or opens):
+                raise self.fail_at(event, EVENT_MISMATCH, "a player joins a table not yet created")
+            seat = event.payload["seat"]
+            if seated[seat]:
+                raise self.fail_at(event, EVENT_MISMATCH, f"seat {seat} is already taken")
+            seated[seat] = True
+        return rest
+
+    def _redecide_group(
+        self, match: Match | None, group: list[_Event], seated: list[bool]
+    ) -> Match | None:
+        first = group[0]
+        command = self._command_of(first, seated)
+        try:
+            decided = decide(match, command)
+        except EngineError as error:
+            raise self.fail_at(first, ILLEGAL_MOVE, f"{error.code}: {error}") from None
+        number = match.deal.number if match is not None and match.deal is not None else 0
+        at = 0
+        size = len(group)
+        for engine_event in decided:
+            kind = type(engine_event)
+            if kind is ee.DealStarted or kind is ee.MatchStarted:
+                for want in self._wire(engine_event, first):
+                    if at >= size:
+                        self._short(group, want)
+                    if not group[at].same(want):
+                        self._mismatch(group[at], want)
+                    at += 1
+            else:
+                if at >= size:
+                    self._short(group, _dump(to_wire(engine_event))[0])
+                got = group[at]
+                if not (
+                    _engine_event_of(got) == engine_event
+                    if got.canonical
+                    else got.same(_dump(to_wire(engine_event))[0])
+                ):
+                    self._mismatch(got, _dump(to_wire(engine_event))[0])
+                at += 1
+                if kind is ee.StakesSettled and number in self.reveals:
+                    want = _payload(self.reveals[number])
+                    if at >= size:
+                        self._short(group, want)
+                    if not group[at].same(want):
+                        self._mismatch(group[at], want)
+                    at += 1
+            match = evolve(match, engine_event)
+        if at < size:
+            raise self.fail_at(
+                group[at], EVENT_MISMATCH, "the command gives no such event: it is one too many"
+            )
+        return match
+
+    def _short(self, group: list[_Event], want: Mapping[str, Any]) -> NoReturn:
+        raise self.fail_at(
+            group[-1],
+            EVENT_MISMATCH,
+            f"the command's events end here, but the engine goes on with {_compact(want)}",
+        )
+
+    def _mismatch(self, got: _Event, want: Mapping[str, Any]) -> NoReturn:
+        if got.type == "card_turned" and want["type"] == "card_turned":
+            raise self.fail_at(
+                got,
+                TURNED_CARD_MISMATCH,
+                f"seat {want['seat']} turns {want['card']} from the deal's deck, "
+                f"the table says {got.payload['card']}",
+            )
+        raise self.fail_at(
+            got,
+            EVENT_MISMATCH,
+            f"the engine gives {_compact(want)}, the table says {_compact(_payload(got.payload))}",
+        )
+
+    def _command_of(self, first: _Event, seated: list[bool]) -> ea.Command:
+        payload = first.payload
+        kind = first.type
+        if kind == "table_created":
+            created = first.model
+            assert created is not None  # kept by _decode
+            rules = rules_from_wire(created.rules)
+            return ea.NewMatch(rules, created.first_dealer, created.deals, created.target_score)
+        if kind == "deal_started":
+            return ea.StartDeal(self.decks[payload["number"]])
+        if kind == "resigned":
+            action: ea.Action | None = None
+        else:
+            action = _action_of(kind, payload)
+            if action is None:
+                raise self.fail_at(first, EVENT_MISMATCH, f"no command starts with a {kind}")
+        seat = payload["seat"]
+        if not seated[seat]:
+            raise self.fail_at(first, ILLEGAL_MOVE, f"seat {seat} acts but nobody sits there")
+        return ea.Resign(seat) if action is None else ea.Play(seat, action)
+
+    def _wire(self, engine_event: ee.Event, first: _Event) -> list[dict[str, Any]]:
+        """The wire events of ``DealStarted`` (with the recorded commitment) and
+        ``MatchStarted`` (with the recorded turn clock)."""
+        payload = first.payload
+        if isinstance(engine_event, ee.DealStarted):
+            commitment, algorithm = payload["commitment"], payload["algorithm"]
+            return _dump(to_wire(engine_event, commitment=commitment, algorithm=algorithm))
+        return _dump(to_wire(engine_event, turn_seconds=payload.get("turn_seconds")))
+
+    # -- step 5 ----------------------------------------------------------------------------------
+
+    def check_head(self) -> None:
+        head = self.head
+        if head is None:
+            return
+        last = self.events[-1] if self.events else None
+        version = last.version if last else 0
+        digest = last.hash if last else GENESIS_HASH
+        problems = []
+        if head.version != version:
+            problems.append(f"version {head.version}, the last event is {version}")
+        if head.hash != digest:
+            problems.append(f"hash {head.hash[:12]}…, the last event's is {digest[:12]}…")
+        if head.status != self.status:
+            problems.append(f"status {head.status!r}, the events give {self.status!r}")
+        if problems:
+            raise self.fail(
+                version, last.type if last else None, HEAD_MISMATCH, "head " + "; ".join(problems)
+            )
+
+
+# --- helpers of the audit ------------------------------------------------------------------------
+
+
+def _type_of(body: Mapping[str, Any]) -> str | None:
+    kind = body.get("type")
+    return kind if type(kind) is str else None
+
+
+def _wire_cards(cards: Iterable[Card]) -> list[str]:
+    return [format_card(c) for c in sorted(cards, key=lambda c: (c % 10, c // 10))]
+
+
+def _mask(cards: Iterable[str]) -> int:
+    mask = 0
+    for text in cards:
+        mask |= 1 << _CARD_OF[text]
+    return mask
+
+
+def _melds(table: Iterable[Iterable[str]]) -> tuple[int, ...]:
+    """``events.mapping.table_from_wire`` of a table of canonical cards."""
+    return tuple(sorted(_mask(meld) for meld in table))
+
+
+_TURN = ea.TurnCard()
+_REFUSE = ea.Refuse()
+_LEAVE = ea.Leave()
+_FORCE = ea.Force()
+_WAIVE = ea.Waive()
+
+
+def _action_of(kind: str, payload: Mapping[str, Any]) -> ea.Action | None:
+    """The action a move's first event records (None for events no move starts with)."""
+    if kind == "card_turned":
+        return _TURN
+    if kind == "card_refused":
+        return _REFUSE
+    if kind == "card_left":
+        return _LEAVE
+    if kind == "meld_made":
+        return ea.Take(_mask(payload["hand"]), _melds(payload["table"]))
+    if kind == "card_discarded":
+        return ea.Discard(_CARD_OF[payload["card"]])
+    if kind == "force_demanded":
+        return _FORCE
+    if kind == "force_waived":
+        return _WAIVE
+    if kind == "hand_melded":
+        return ea.MeldHand(_mask(payload["hand"]), _melds(payload["table"]))
+    return None
+
+
+def _dump(events: Iterable[wd.EventModel]) -> list[dict[str, Any]]:
+    return [e.model_dump(mode="json") for e in events]
+
+
+_DECLINES = {"card_refused": ee.Decline.REFUSED, "card_left": ee.Decline.LEFT}
+
+
+def _engine_event_of(event: _Event) -> ee.Event | None:
+    """``events.mapping.to_engine`` of a canonical payload of a move's event, read as a dict
+    (None for the events no engine event maps to one to one).  Canonical payloads map to
+    engine events one to one, so comparing these is comparing the payloads."""
+    p = event.payload
+    kind = event.type
+    if kind == "card_turned":
+        return ee.CardTurned(p["seat"], _CARD_OF[p["card"]])
+    if kind in _DECLINES:
+        return ee.CardDeclined(p["seat"], _CARD_OF[p["card"]], _DECLINES[kind], p["forceable"])
+    if kind == "card_wasted":
+        return ee.CardWasted(_CARD_OF[p["card"]])
+    if kind == "meld_made":
+        return ee.MeldMade(p["seat"], _CARD_OF[p["card"]], _mask(p["hand"]), _melds(p["table"]))
+    if kind == "card_discarded":
+        return ee.CardDiscarded(p["seat"], _CARD_OF[p["card"]])
+    if kind == "stakes_settled":
+        scores = p["scores"]
+        return ee.StakesSettled(p["winner"], p["amount"], (scores[0], scores[1]), p["next_stake"])
+    if kind == "match_ended":
+        scores = p["scores"]
+        return ee.MatchEnded(p["winner"], (scores[0], scores[1]))
+    if kind == "went_out":
+        return ee.WentOut(p["seat"])
+    if kind == "game_drawn":
+        return ee.GameDrawn()
+    if kind == "force_demanded":
+        return ee.ForceDemanded(p["seat"])
+    if kind == "force_waived":
+        return ee.ForceWaived(p["seat"])
+    if kind == "hand_melded":
+        return ee.HandMelded(p["seat"], _mask(p["hand"]), _melds(p["table"]))
+    if kind == "resigned":
+        return ee.Resigned(p["seat"])
+    return None
+
+
+def _status(group: list[_Event]) -> str | None:
+    """The status an append of these events sets (as ``TableService`` does), None for none."""
+    for event in reversed(group):
+        if event.type == "match_ended":
+            return "over"
+        if event.type == "table_created":
+            return "open"
+        if event.type == "deal_started":
+            return "playing"
+    return None
+
+
+def _compact(payload: Mapping[str, Any]) -> str:
+    return json.dumps(payload, separators=(",", ":"), sort_keys=True)
+
+
+# --- reading tables from a store -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedTable:
+    """A table as read for the audit: its events, its head, and where the store could not
+    decode a stored body (``(version, reason)``; the events stop before it)."""
+
+    table_id: str
+    events: Sequence[StoredLike]
+    head: Head
+    corrupt: tuple[int, str] | None = None
+
+    def audit(self) -> TableReport:
+        """Return the audit of this table."""
+        if not self.events and self.head.version == 0 and self.corrupt is None:
+            failure = Failure(self.table_id, 0, None, NO_TABLE, "the store has no such table")
+            return TableReport(self.table_id, 0, failure=failure)
+        return audit_table(self.table_id, self.events, self.head, self.corrupt)
+
+
+async def read_heads(store: EventStore, table_ids: Sequence[str]) -> dict[str, Head]:
+    """The heads of many tables: one pipeline on Redis, one call each on other stores."""
+    from services.store import Head, RedisEventStore
+
+    if not isinstance(store, RedisEventStore):
+        return {t: await store.head(t) for t in table_ids}
+    async with store.client.pipeline(transaction=False) as pipe:
+        for t in table_ids:
+            pipe.hmget(store.keys.head(t), ["version", "hash", "status"])
+        replies = await pipe.execute()
+    heads: dict[str, Head] = {}
+    for t, (version, digest, status) in zip(table_ids, replies, strict=True):
+        heads[t] = (
+            Head()
+            if version is None
+            else Head(
+                int(version),
+                digest.decode("ascii") if digest else GENESIS_HASH,
+                status.decode("utf-8") if status is not None else None,
+            )
+        )
+    return heads
+
+
+async def load_tables(store: EventStore, table_ids: Sequence[str]) -> list[LoadedTable]:
+    """Read many tables for the audit: their heads, then their events (``read_many``).
+
+    A table whose events run past its head moved on while it was read: it is read once more.
+    A table whose stored body the store cannot decode is read event by event up to it.
+    """
+    from services.store import StoreError
+
+    heads = await read_heads(store, table_ids)
+    try:
+        stored: dict[str, Any] = await store.read_many(table_ids)
+    except StoreError:
+        stored = {}
+    loaded: list[LoadedTable] = []
+    for t in table_ids:
+        if t not in stored:
+            loaded.append(await _read_carefully(store, t, heads[t]))
+            continue
+        events = stored[t]
+        head = heads[t]
+        if events and events[-1].version > head.version:  # appended to while being read
+            head = await store.head(t)
+            events = await store.read(t)
+        loaded.append(LoadedTable(t, events, head))
+    return loaded
+
+
+async def _read_carefully(store: EventStore, table_id: str, head: Head) -> LoadedTable:
+    """Read a table whose batch read failed: the events up to the first body it cannot decode."""
+    from services.store import RedisEventStore, StoredEvent, StoreError
+    from services.store.redis_store import unpack_body
+
+    try:
+        return LoadedTable(table_id, await store.read(table_id), head)
+    except StoreError as error:
+        if not isinstance(store, RedisEventStore):
+            return LoadedTable(table_id, [], head, (1, str(error)))
+    entries: list[tuple[bytes, dict[bytes, bytes]]] = await store.client.xrange(
+        store.keys.events(table_id)
+    )  # type: ignore[assignment]
+    events: list[StoredEvent] = []
+    prev = GENESIS_HASH
+    for entry_id, fields in entries:
+        version = int(entry_id.split(b"-")[0])
+        digest = fields.get(b"h", b"").hex()
+        try:
+            body = unpack_body(table_id, version, fields.get(b"b", b""))
+        except StoreError as error:
+            return LoadedTable(table_id, events, head, (version, str(error)))
+        events.append(StoredEvent(table_id, version, body, digest, prev))
+        prev = digest
+    return LoadedTable(table_id, events, head)
+
+
+async def audit_store(
+    store: EventStore, table_ids: Sequence[str], batch: int = 200
+) -> AsyncIterator[TableReport]:
+    """Audit tables ``batch`` at a time, reading the next batch while auditing one."""
+    if batch < 1:
+        raise ValueError("batch must be at least 1")
+    chunks = [table_ids[i : i + batch] for i in range(0, len(table_ids), batch)]
+    if not chunks:
+        return
+    pending = asyncio.ensure_future(load_tables(store, chunks[0]))
+    for k in range(len(chunks)):
+        loaded = await pending
+        if k + 1 < len(chunks):
+            pending = asyncio.ensure_future(load_tables(store, chunks[k + 1]))
+            for _ in range(3):  # let the next read reach Redis before the CPU work starts
+                await asyncio.sleep(0)
+        for table in loaded:
+            yield table.audit()
+
+
+@dataclass
+class AuditSummary:
+    """The tally of an audit run."""
+
+    tables: int = 0
+    failed: int = 0
+    events: int = 0
+    running: int = 0
+    seconds: float = 0.0
+    failures: list[TableReport] = field(default_factory=list)
+
+    def add(self, report: TableReport) -> None:
+        """Count one table's report."""
+        self.tables += 1
+        self.events += report.events
+        if report.failure is not None:
+            self.failed += 1
+            self.failures.append(report)
+        elif report.running is not None:
+            self.running += 1
+
+    @property
+    def events_per_s(self) -> float:
+        """Return the events read and checked per second of wall time."""
+        return self.events / self.seconds if self.seconds > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the tally as JSON-ready values (failed tables in full)."""
+        return {
+            "ok": self.failed == 0,
+            "tables": self.tables,
+            "tables_ok": self.tables - self.failed,
+            "tables_failed": self.failed,
+            "tables_running": self.running,
+            "events": self.events,
+            "seconds": round(self.seconds, 3),
+            "events_per_s": round(self.events_per_s),
+            "failures": [r.as_dict() for r in self.failures],
+        }
+
+    def text(self) -> str:
+        """Return the tally as lines of text."""
+        lines = [
+            f"audited {self.tables} tables, {self.events} events in {self.seconds:.2f} s "
+            f"({self.events_per_s:,.0f} events/s): {self.tables - self.failed} ok, "
+            f"{self.failed} failed"
+        ]
+        if self.running:
+            lines.append(
+                f"  {self.running} table(s) have a deal still running: its cards can be checked "
+                "once its seed is revealed"
+            )
+        lines += [f"FAILED {r.failure}" for r in self.failures]
+        return "\n".join(lines) + "\n"
+
+
+# --- command line --------------------------------------------------------------------------------
+
+
+def add_store_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--redis-url``, ``--namespace`` and ``--shards`` (shared with ``conquian replay``)."""
+    parser.add_argument(
+        "--redis-url",
+        default=os.environ.get("REDIS_URL"),
+        help="the Redis of the event store (default: $REDIS_URL)",
+    )
+    parser.add_argument("--namespace", default="cq", help="key namespace (default cq)")
+    parser.add_argument(
+        "--shards", type=int, default=16, help="shards of the deployment (default 16)"
+    )
+
+
+def add_parser(subparsers: Subparsers, name: str) -> argparse.ArgumentParser:
+    """Add the ``audit`` subcommand and its arguments."""
+    parser = subparsers.add_parser(
+        name,
+        help="replay tables from the store and check chain, deals and moves",
+        description="Replay tables from Redis and check the hash chain, every commitment "
+        "against its revealed seed, every dealt and turned card against the deck, every move "
+        "re-decided by the engine, and the head. Exits 0 when every table is clean, 1 when one "
+        "fails (naming its first bad event), 2 on usage errors. See docs/audit.md.",
+    )
+    parser.add_argument("tables", nargs="*", metavar="TABLE", help="table ids to audit")
+    parser.add_argument("--all", action="store_true", help="audit every table of the namespace")
+    add_store_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    parser.add_argument(
+        "--batch", type=int, default=200, help="tables read per round trip (default 200)"
+    )
+    parser.set_defaults(handler=run, parser=parser)
+    return parser
+
+
+def store_keys(args: argparse.Namespace) -> KeySpace:
+    """Check the store arguments and return the key space (``parser.error`` exits 2)."""
+    from services.store.keys import KeySpace
+
+    parser: argparse.ArgumentParser = args.parser
+    if not args.redis_url:
+        parser.error("give --redis-url or set REDIS_URL")
+    try:
+        return KeySpace(args.namespace, args.shards)
+    except ValueError as error:
+        parser.error(str(error))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``conquian audit``; returns 0 (clean), 1 (a table failed) or 2 (usage)."""
+    from services.store.keys import InvalidTableId, check_table_id
+
+    parser: argparse.ArgumentParser = args.parser
+    if bool(args.tables) == bool(args.all):
+        parser.error("name the tables to audit, or give --all (not both)")
+    if args.batch < 1:
+        parser.error("--batch must be at least 1")
+    for table_id in args.tables:
+        try:
+            check_table_id(table_id)
+        except InvalidTableId as error:
+            parser.error(str(error))
+    keys = store_keys(args)
+    try:
+        return asyncio.run(_run(args, keys))
+    except (OSError, ConnectionError, TimeoutError) as error:
+        sys.stderr.write(f"conquian audit: cannot read the store: {error}\n")
+        return 2
+    except Exception as error:  # redis errors, without importing redis here
+        if type(error).__module__.startswith("redis"):
+            sys.stderr.write(f"conquian audit: cannot read the store: {error}\n")
+            return 2
+        raise
+
+
+async def _run(args: argparse.Namespace, keys: KeySpace) -> int:
+    import redis.asyncio
+
+    from services.store import RedisEventStore
+
+    client = redis.asyncio.Redis.from_url(args.redis_url, decode_responses=False)
+    try:
+        store = RedisEventStore(client, keys)
+        if args.all:
+            return await _audit_all(store, args)
+        return await _audit_named(store, args)
+    finally:
+        await client.aclose()
+
+
+async def _audit_named(store: EventStore, args: argparse.Namespace) -> int:
+    summary = AuditSummary()
+    reports: list[TableReport] = []
+    started = time.perf_counter()
+    async for report in audit_store(store, args.tables, args.batch):
+        summary.add(report)
+        reports.append(report)
+    summary.seconds = time.perf_counter() - started
+    if args.json:
+        data = summary.as_dict()
+        data["reports"] = [r.as_dict() for r in reports]
+        sys.stdout.write(json.dumps(data, sort_keys=True) + "\n")
+    else:
+        for report in reports:
+            sys.stdout.write(report.summary() + "\n")
+            sys.stdout.writelines(f"  note: {note}\n" for note in report.notes)
+    return 0 if summary.failed == 0 else 1
+
+
+async def _audit_all(store: EventStore, args: argparse.Namespace) -> int:
+    summary = AuditSummary()
+    started = time.perf_counter()
+    table_ids = sorted([t async for t in store.tables()])
+    bar = _progress(sys.stderr, len(table_ids)) if sys.stderr.isatty() else None
+    async for report in audit_store(store, table_ids, args.batch):
+        summary.add(report)
+        if bar is not None:
+            bar(summary, time.perf_counter() - started)
+    summary.seconds = time.perf_counter() - started
+    if bar is not None:
+        sys.stderr.write("\r\x1b[K")
+        sys.stderr.flush()
+    if args.json:
+        sys.stdout.write(json.dumps(summary.as_dict(), sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(summary.text())
+    return 0 if summary.failed == 0 else 1
+
+
+def _progress(stream: TextIO, total: int, width: int = 30) -> Callable[[AuditSummary, float], None]:
+    """Return a callback that redraws a one-line bar on ``stream`` (a terminal), 10 times/s."""
+    last = [0.0]
+
+    def draw(summary: AuditSummary, elapsed: float) -> None:
+        if elapsed - last[0] < 0.1 and summary.tables < total:
+            return
+        last[0] = elapsed
+        filled = width * summary.tables // max(total, 1)
+        rate = summary.events / elapsed if elapsed > 0 else 0.0
+        stream.write(
+            f"\r[{'#' * filled}{'.' * (width - filled)}] {summary.tables}/{total} tables, "
+            f"{summary.failed} failed, {rate:,.0f} events/s"
+        )
+        stream.flush()
+
+    return draw
