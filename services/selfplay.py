@@ -3,8 +3,15 @@
 Deal ``i`` of a run with seed ``S`` is shuffled by its own ``random.Random`` derived from
 ``S`` and ``i`` alone, and its bots draw from another one, so every deal can be replayed on its
 own.  Seat 0 deals the even deals and seat 1 the odd ones.  Each deal is a one-deal match
-started with ``NewMatch``; ``play_deal`` returns its engine events, which is what a recorder
-writes to an event store (the hook for a later ``--record`` is ``run_selfplay(on_deal=...)``).
+started with ``NewMatch``; ``play_deal`` returns its engine events.
+
+``--record`` plays the deals through :class:`services.table_service.TableService` instead, with
+wire commands, into an event store: table ``selfplay-<S>-<t>`` holds deals ``t*K … t*K+K-1``
+(``K`` = ``--table-deals``, 1 by default), so the stored tables are exactly what the service
+writes and ``conquian audit`` checks real tables.  The service shuffles each deal from a seed
+with the commit-reveal algorithm of ``docs/fairness.md``; a recorded run derives those seeds
+from ``S`` and the deal index (so it is reproducible, and its decks differ from an unrecorded
+run's).  Such seeds are not secret: recorded selfplay is test data, not a fair game.
 
 >>> result = run_selfplay(SelfplayConfig(deals=2, seed=1, players=("greedy", "random")))
 >>> result.deals, sum(result.wins) + result.draws
@@ -14,12 +21,15 @@ writes to an event store (the hook for a later ``--record`` is ``run_selfplay(on
 from __future__ import annotations
 
 import argparse
+import asyncio
+import hashlib
 import json
+import os
 import random
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from engine.actions import NewMatch, Play, StartDeal
 from engine.bots import BOTS, Bot, make_bot
@@ -30,7 +40,10 @@ from engine.rules import CLASSIC, PRESETS, Rules
 from engine.state import Match, Outcome
 
 if TYPE_CHECKING:
+    from events.commands import RuleOptions
     from services.cli import Subparsers
+    from services.store.base import EventStore
+    from services.store.keys import KeySpace
 
 # --- playing ---------------------------------------------------------------------------------
 
@@ -158,6 +171,159 @@ def run_selfplay(
     return SelfplayResult(config, config.deals, (wins[0], wins[1]), draws, actions)
 
 
+# --- recording through the table service ---------------------------------------------------
+
+TABLE_ID = "selfplay-{seed}-{index}"
+"""The id of recorded table ``index`` of a run seeded with ``seed``."""
+
+
+def table_id_of(seed: int, index: int) -> str:
+    """Return the id of recorded table ``index`` of a run seeded with ``seed``."""
+    return TABLE_ID.format(seed=seed, index=index)
+
+
+def deal_seed(seed: int, index: int) -> bytes:
+    """Return the 32-byte shuffle seed of deal ``index`` of a recorded run (not secret)."""
+    return hashlib.sha256(f"conquian/selfplay/{seed}/{index}/seed".encode()).digest()
+
+
+def command_id_of(table_id: str, version: int) -> str:
+    """Return the id of the command sent to ``table_id`` at ``version``: 26 characters, like a
+    ULID, and the same on every run, so that re-recording a table is idempotent."""
+    return hashlib.sha256(f"{table_id}@{version}".encode()).hexdigest()[:26]
+
+
+@dataclass(frozen=True)
+class RecordedTable:
+    """One recorded table: its id, the outcome of each of its deals, actions and events."""
+
+    table_id: str
+    outcomes: tuple[Outcome, ...]
+    actions: int
+    events: int
+
+
+def _wire_rules(rules: Rules) -> str | RuleOptions:
+    from events.commands import RuleOptions
+
+    if PRESETS.get(rules.name) == rules:
+        return rules.name
+    return RuleOptions.model_validate(rules.as_dict())
+
+
+async def record_table(
+    store: EventStore,
+    config: SelfplayConfig,
+    index: int,
+    first: int,
+    count: int,
+    clock: Callable[[], int] | None = None,
+) -> RecordedTable:
+    """Play deals ``first … first+count-1`` of a run as one table, through ``TableService``.
+
+    The table is created with both bots seated (``create_table`` with ``bots``), seat 0 asks
+    for the first deal (and every next one), and each bot action goes in as the wire command of
+    ``events.mapping.to_wire_command``, with the id :func:`command_id_of` the table's version.
+    A table this run recorded before (same seed, same namespace) is continued where it stands,
+    so a finished one is left as it is.  Raises RuntimeError when the service rejects a command
+    (a table of that id made otherwise; or a bug, since bots only play legal actions).
+    """
+    from events import commands as wc
+    from events.mapping import to_wire_command
+    from services.table_service import Outcome as ServiceOutcome
+    from services.table_service import TableService
+
+    table_id = table_id_of(config.seed, index)
+    seeds = iter([deal_seed(config.seed, first + k) for k in range(count)])
+    service = TableService(
+        store,
+        seed_source=lambda: next(seeds),
+        dealer_source=lambda: first % 2,
+        cache_size=1,
+    )
+    if clock is not None:
+        service.clock = clock
+    bots = (make_bot(config.players[0]), make_bot(config.players[1]))
+    actions = 0
+
+    async def send(command: wc.Command, seat: int | None) -> ServiceOutcome:
+        outcome = await service.execute(command, seat)
+        if not outcome.ok:
+            raise RuntimeError(f"table {table_id}: {command.type} rejected: {outcome.result}")
+        return outcome
+
+    created = await send(
+        wc.CreateTable(
+            table_id=table_id,
+            command_id=command_id_of(table_id, 0),
+            rules=_wire_rules(config.rules),
+            deals=count,
+            bots={0: config.players[0], 1: config.players[1]},
+        ),
+        None,
+    )
+    resumed = created.duplicate
+    table = await service.load(table_id, fresh=True)
+    rng = bot_rng(config.seed, first)
+    while (match := table.match) is not None and not match.over:
+        cid = command_id_of(table_id, table.version)
+        seat = match.to_act
+        if seat is None:  # between deals: seat 0 asks for the next one
+            await send(wc.NextDeal(table_id=table_id, command_id=cid), 0)
+            rng = bot_rng(config.seed, first + table.deal_number)
+        else:
+            action = bots[seat].choose(match, seat, rng)
+            await send(to_wire_command(action, table_id, cid, table.version), seat)
+            actions += 1
+        cached = service.cached(table_id)
+        table = cached if cached is not None else await service.load(table_id)
+    outcomes = () if table.match is None else table.match.results
+    if resumed:  # count the moves already stored too: one command each
+        stored = await store.read(table_id)
+        commands = {e.body["command_id"] for e in stored}
+        actions = len(commands) - 1 - sum(e.body["type"] == "deal_started" for e in stored)
+    return RecordedTable(table_id, outcomes, actions, table.version)
+
+
+async def record_selfplay(
+    config: SelfplayConfig,
+    store: EventStore,
+    table_deals: int = 1,
+    concurrency: int = 16,
+    progress: Callable[[int, int], None] | None = None,
+    clock: Callable[[], int] | None = None,
+) -> tuple[SelfplayResult, list[RecordedTable]]:
+    """Record the run's deals as tables of ``table_deals`` deals each, ``concurrency`` tables
+    at a time; returns the tally (over the recorded deals) and the tables in order."""
+    if table_deals < 1 or concurrency < 1:
+        raise ValueError("table_deals and concurrency must be at least 1")
+    starts = list(range(0, config.deals, table_deals))
+    gate = asyncio.Semaphore(concurrency)
+    done = 0
+
+    async def one(index: int, first: int) -> RecordedTable:
+        nonlocal done
+        async with gate:
+            count = min(table_deals, config.deals - first)
+            recorded = await record_table(store, config, index, first, count, clock)
+        done += 1
+        if progress is not None:
+            progress(done, len(starts))
+        return recorded
+
+    tables = await asyncio.gather(*(one(i, first) for i, first in enumerate(starts)))
+    wins = [0, 0]
+    draws = 0
+    for outcome in (o for t in tables for o in t.outcomes):
+        if outcome.winner is None:
+            draws += 1
+        else:
+            wins[outcome.winner] += 1
+    deals = sum(len(t.outcomes) for t in tables)
+    actions = sum(t.actions for t in tables)
+    return SelfplayResult(config, deals, (wins[0], wins[1]), draws, actions), list(tables)
+
+
 # --- command line ----------------------------------------------------------------------------
 
 
@@ -212,7 +378,30 @@ def add_parser(subparsers: Subparsers, name: str) -> argparse.ArgumentParser:
         help=f"rule preset (default classic; known: {', '.join(sorted(PRESETS))})",
     )
     parser.add_argument("--json", action="store_true", help="print exactly one JSON object")
-    parser.set_defaults(handler=run)
+    record = parser.add_argument_group(
+        "recording", "play through the table service and store each table (for conquian audit)"
+    )
+    record.add_argument(
+        "--record",
+        action="store_true",
+        help="write the deals through the store as tables selfplay-<seed>-<n>",
+    )
+    record.add_argument(
+        "--redis-url",
+        default=os.environ.get("REDIS_URL"),
+        help="Redis to record into (default: $REDIS_URL)",
+    )
+    record.add_argument("--namespace", default=None, help="key namespace of the store (default cq)")
+    record.add_argument(
+        "--shards", type=_deal_count, default=None, help="shards of the deployment (default 16)"
+    )
+    record.add_argument(
+        "--table-deals",
+        type=_deal_count,
+        default=1,
+        help="deals per recorded table, each table a match of that many deals (default 1)",
+    )
+    parser.set_defaults(handler=run, parser=parser)
     return parser
 
 
@@ -220,12 +409,62 @@ def run(args: argparse.Namespace) -> int:
     """Run ``conquian selfplay`` with parsed arguments; returns the exit status."""
     config = SelfplayConfig(args.deals, args.seed, args.players, args.rules)
     show = sys.stdout.isatty() and sys.stderr.isatty()
-    result = run_selfplay(config, progress=_progress_bar(sys.stderr) if show else None)
+    progress = _progress_bar(sys.stderr) if show else None
+    recorded: dict[str, Any] | None = None
+    if args.record:
+        if not args.redis_url:
+            args.parser.error("--record needs --redis-url or REDIS_URL")
+        from services.store.keys import DEFAULT_NS, DEFAULT_SHARDS, KeySpace
+
+        try:
+            keys = KeySpace(args.namespace or DEFAULT_NS, args.shards or DEFAULT_SHARDS)
+        except ValueError as exc:
+            args.parser.error(str(exc))
+        result, tables = asyncio.run(_record(args.redis_url, keys, config, args, progress))
+        recorded = {
+            "namespace": keys.ns,
+            "tables": len(tables),
+            "first_table": tables[0].table_id,
+            "last_table": tables[-1].table_id,
+            "events": sum(t.events for t in tables),
+        }
+    elif args.namespace or args.shards or args.table_deals != 1:
+        args.parser.error("--namespace, --shards and --table-deals need --record")
+    else:
+        result = run_selfplay(config, progress=progress)
     if args.json:
-        sys.stdout.write(json.dumps(result.as_dict(), sort_keys=True) + "\n")
+        data = result.as_dict()
+        if recorded is not None:
+            data["recorded"] = recorded
+        sys.stdout.write(json.dumps(data, sort_keys=True) + "\n")
     else:
         sys.stdout.write(format_result(result))
+        if recorded is not None:
+            sys.stdout.write(
+                f"  recorded {recorded['tables']} tables ({recorded['first_table']} … "
+                f"{recorded['last_table']}), {recorded['events']} events, "
+                f"namespace {recorded['namespace']}\n"
+            )
     return 0
+
+
+async def _record(
+    url: str,
+    keys: KeySpace,
+    config: SelfplayConfig,
+    args: argparse.Namespace,
+    progress: Callable[[int, int], None] | None,
+) -> tuple[SelfplayResult, list[RecordedTable]]:
+    import redis.asyncio
+
+    from services.store import RedisEventStore
+
+    client = redis.asyncio.Redis.from_url(url, decode_responses=False)
+    try:
+        store = RedisEventStore(client, keys)
+        return await record_selfplay(config, store, args.table_deals, progress=progress)
+    finally:
+        await client.aclose()
 
 
 def format_result(result: SelfplayResult) -> str:
