@@ -367,11 +367,10 @@ def _name(value: object) -> bool:
 
 
 _Check = Callable[[Mapping[str, Any]], bool]
-_FLAGS = (True, False)
 _FAST_CHECKS: dict[str, _Check] = {
     "card_turned": lambda b: _seat(b["seat"]) and _card(b["card"]),
-    "card_refused": lambda b: _seat(b["seat"]) and _card(b["card"]) and b["forceable"] in _FLAGS,
-    "card_left": lambda b: _seat(b["seat"]) and _card(b["card"]) and b["forceable"] in _FLAGS,
+    "card_refused": lambda b: _seat(b["seat"]) and _card(b["card"]) and type(b["forceable"]) is bool,
+    "card_left": lambda b: _seat(b["seat"]) and _card(b["card"]) and type(b["forceable"]) is bool,
     "card_wasted": lambda b: _card(b["card"]),
     "card_discarded": lambda b: _seat(b["seat"]) and _card(b["card"]),
     "force_demanded": lambda b: _seat(b["seat"]),

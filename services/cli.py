@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from importlib import metadata
 from typing import TypeAlias
 
-from services import selfplay
+from services import audit, selfplay
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 Registrar = Callable[[Subparsers, str], argparse.ArgumentParser]
@@ -28,6 +28,7 @@ Handler = Callable[[argparse.Namespace], int]
 # One line per subcommand: (name, module.add_parser).
 SUBCOMMANDS: list[tuple[str, Registrar]] = [
     ("selfplay", selfplay.add_parser),
+    ("audit", audit.add_parser),
 ]
 
 

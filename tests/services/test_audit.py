@@ -1,0 +1,741 @@
+"""``conquian audit``: recorded tables pass; each kind of tampering is caught where it is.
+
+Tables are recorded with ``conquian selfplay --record`` into the test's Redis namespace, then
+the stream entries are edited in place: a body changed under its old hash, an event dropped,
+two swapped, and, with the hash chain recomputed so that only a later check can notice, a
+revealed seed, a dealt card, a turned card, a move and a settlement changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import random
+from collections.abc import Callable
+from typing import Any, cast
+
+import pytest
+import redis
+import redis.asyncio
+
+from engine.cards import ALL_CARDS, format_card
+from engine.game import evolve
+from events.chain import GENESIS_HASH, canonical_json, event_hash
+from events.envelope import BODY_KEYS
+from events.mapping import to_engine
+from events.upcast import parse_event
+from services import audit, cli
+from services.audit import (
+    AuditSummary,
+    Failure,
+    TableReport,
+    audit_table,
+    body_hash,
+    canonical,
+    fast_payload_ok,
+    load_tables,
+)
+from services.selfplay import SelfplayConfig, record_selfplay
+from services.store import KeySpace, MemoryEventStore, RedisEventStore
+from services.store.base import Head, StoredEvent
+from services.store.redis_store import pack_body, unpack_body
+from services.table_service import TableService
+
+SEED = 11
+T0, T1 = f"selfplay-{SEED}-0", f"selfplay-{SEED}-1"
+Row = tuple[int, dict[str, Any], str]  # version, body (with table_id and version), hash
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+class Stream:
+    """A table's stream and head in Redis, read and rewritten behind the store's back."""
+
+    def __init__(self, client: redis.Redis, ns: str, table_id: str) -> None:
+        self.client = client
+        self.keys = KeySpace(ns)
+        self.table_id = table_id
+        self.key = self.keys.events(table_id)
+
+    def entries(self, start: str = "-", end: str = "+") -> list[tuple[bytes, dict[bytes, bytes]]]:
+        return cast(
+            list[tuple[bytes, dict[bytes, bytes]]], self.client.xrange(self.key, start, end)
+        )
+
+    def rows(self) -> list[Row]:
+        rows: list[Row] = []
+        for entry_id, fields in self.entries():
+            version = int(entry_id.split(b"-")[0])
+            body = unpack_body(self.table_id, version, fields[b"b"])
+            rows.append((version, body, fields[b"h"].hex()))
+        return rows
+
+    def replace(self, version: int, fields: dict[bytes, bytes]) -> None:
+        """Put raw entry fields at ``version`` (the stream is rewritten: ids only grow)."""
+        entries = self.entries()
+        self.client.delete(self.key)
+        for entry_id, old in entries:
+            new = fields if int(entry_id.split(b"-")[0]) == version else old
+            self.client.xadd(self.key, new, id=entry_id)  # type: ignore[arg-type]
+
+    def write(self, rows: list[Row]) -> None:
+        self.client.delete(self.key)
+        for version, body, digest in rows:
+            fields = {"b": pack_body(body), "h": bytes.fromhex(digest)}
+            self.client.xadd(self.key, fields, id=f"{version}-1")  # type: ignore[arg-type]
+
+    def rechain(self, bodies: list[dict[str, Any]]) -> list[Row]:
+        """Write the bodies as versions 1, 2, … with a correct chain, and the head to match."""
+        rows: list[Row] = []
+        prev = GENESIS_HASH
+        for version, body in enumerate(bodies, 1):
+            body = {**body, "version": version}
+            prev = event_hash(prev, body)
+            rows.append((version, body, prev))
+        self.write(rows)
+        self.client.hset(
+            self.keys.head(self.table_id), mapping={"version": len(rows), "hash": prev}
+        )
+        return rows
+
+    def edit(self, change: Callable[[list[dict[str, Any]]], None]) -> None:
+        """Change the bodies in place (``change`` gets the list), then rechain."""
+        bodies = [body for _, body, _ in self.rows()]
+        change(bodies)
+        self.rechain(bodies)
+
+
+def first_index(bodies: list[dict[str, Any]], kind: str, after: int = 0) -> int:
+    return next(i for i, b in enumerate(bodies) if b["type"] == kind and i >= after)
+
+
+def audit_json(
+    capsys: pytest.CaptureFixture[str], url: str, ns: str, *args: str
+) -> tuple[int, Any]:
+    code = cli.main(["audit", *args, "--redis-url", url, "--namespace", ns, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def failure_of(capsys: pytest.CaptureFixture[str], url: str, ns: str, table: str = T0) -> Any:
+    code, data = audit_json(capsys, url, ns, table)
+    assert code == 1, data
+    (report,) = data["reports"]
+    assert report["ok"] is False
+    return report["failure"]
+
+
+@pytest.fixture
+def tables(capsys: pytest.CaptureFixture[str], redis_url: str, redis_ns: str) -> str:
+    """Record two one-deal tables and a two-deal table; return the namespace."""
+    base = ["selfplay", "--seed", str(SEED), "--record", "--redis-url", redis_url]
+    assert cli.main([*base, "--deals", "2", "--namespace", redis_ns]) == 0
+    capsys.readouterr()
+    return redis_ns
+
+
+@pytest.fixture
+def stream(tables: str, redis_sync: redis.Redis) -> Stream:
+    return Stream(redis_sync, tables, T0)
+
+
+# --- clean tables --------------------------------------------------------------------------------
+
+
+def test_recorded_tables_pass(
+    capsys: pytest.CaptureFixture[str], redis_url: str, tables: str
+) -> None:
+    code, data = audit_json(capsys, redis_url, tables, T0, T1)
+    assert code == 0
+    assert data["ok"] is True and data["tables"] == 2 and data["tables_failed"] == 0
+    for report in data["reports"]:
+        assert report["ok"] and report["failure"] is None
+        assert (report["deals"], report["revealed"], report["running"]) == (1, 1, None)
+        assert report["status"] == "over" and report["notes"] == []
+    assert data["events"] == sum(r["events"] for r in data["reports"])
+
+
+def test_text_output_and_exit_code(
+    capsys: pytest.CaptureFixture[str], redis_url: str, tables: str
+) -> None:
+    assert cli.main(["audit", T0, "--redis-url", redis_url, "--namespace", tables]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{T0}: ok, ") and "1 deal (1 revealed), status over" in out
+
+
+def test_all_prints_a_summary(
+    capsys: pytest.CaptureFixture[str], redis_url: str, tables: str, redis_sync: redis.Redis
+) -> None:
+    assert cli.main(["audit", "--all", "--redis-url", redis_url, "--namespace", tables]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("audited 2 tables, ")
+    assert "events/s): 2 ok, 0 failed" in captured.out
+    assert captured.err == ""  # no progress bar when stderr is not a terminal
+
+    Stream(redis_sync, tables, T1).client.hset(KeySpace(tables).head(T1), "status", "open")
+    assert cli.main(["audit", "--all", "--redis-url", redis_url, "--namespace", tables]) == 1
+    out = capsys.readouterr().out
+    assert "1 ok, 1 failed" in out
+    assert f"FAILED {T1} version " in out and "audit/head_mismatch" in out
+
+    code, data = audit_json(capsys, redis_url, tables, "--all")
+    assert code == 1
+    assert (data["tables"], data["tables_ok"], data["tables_failed"]) == (2, 1, 1)
+    assert data["events_per_s"] > 0 and "reports" not in data
+    assert [f["failure"]["code"] for f in data["failures"]] == ["audit/head_mismatch"]
+
+
+def test_a_missing_table_fails(
+    capsys: pytest.CaptureFixture[str], redis_url: str, tables: str
+) -> None:
+    code, data = audit_json(capsys, redis_url, tables, "no-such-table")
+    assert code == 1
+    assert data["reports"][0]["failure"]["code"] == "audit/no_table"
+
+
+# --- tampering without fixing the chain ----------------------------------------------------------
+
+
+def test_a_changed_body_breaks_its_hash(
+    capsys: pytest.CaptureFixture[str], redis_url: str, stream: Stream, redis_sync: redis.Redis
+) -> None:
+    rows = stream.rows()
+    version = next(v for v, body, _ in rows if body["type"] == "card_turned" and v > 10)
+    ((_, fields),) = stream.entries(f"{version}-1", f"{version}-1")
+    card = unpack_body(T0, version, fields[b"b"])["card"]
+    other = "AC" if card != "AC" else "KS"
+    fields[b"b"] = fields[b"b"].replace(f'"card":"{card}"'.encode(), f'"card":"{other}"'.encode())
+    stream.replace(version, fields)
+    failure = failure_of(capsys, redis_url, stream.keys.ns)
+    assert (failure["code"], failure["version"], failure["event_type"]) == (
+        "audit/bad_hash",
+        version,
+        "card_turned",
+    )
+
+
+def test_a_dropped_event_leaves_a_gap(
+    capsys: pytest.CaptureFixture[str], redis_url: str, stream: Stream, redis_sync: redis.Redis
+) -> None:
+    redis_sync.xdel(stream.key, "12-1")
+    failure = failure_of(capsys, redis_url, stream.keys.ns)
+    assert (failure["code"], failure["version"]) == ("audit/version_gap", 13)
+    assert failure["reason"] == "version 12 is missing"
+
+
+def test_a_dropped_last_event_cuts_its_command_short(
+    capsys: pytest.CaptureFixture[str], redis_url: str, stream: Stream, redis_sync: redis.Redis
+) -> None:
+    last = stream.rows()[-1][0]
+    redis_sync.xdel(stream.key, f"{last}-1")
+    failure = failure_of(capsys, redis_url, stream.keys.ns)
+    assert (failure["code"], failure["version"]) == ("audit/event_mismatch", last - 1)
+    assert "the command's events end here, but the engine goes on with" in failure["reason"]
+    assert '"type":"match_ended"' in failure["reason"]
+
+
+def test_a_head_ahead_of_the_events(
+    capsys: pytest.CaptureFixture[str], redis_url: str, stream: Stream, redis_sync: redis.Redis
+) -> None:
+    last = stream.rows()[-1][0]
+    redis_sync.hset(stream.keys.head(T0), "version", last + 1)
+    failure = failure_of(capsys, redis_url, stream.keys.ns)
+    assert (failure["code"], failure["version"]) == ("audit/head_mismatch", last)
+    assert f"head version {last + 1}, the last event is {last}" in failure["reason"]
+
+
+def test_two_swapped_events_break_the_chain(
+    capsys: pytest.CaptureFixture[str], redis_url: str, stream: Stream
+) -> None:
+    rows = stream.rows()
+    (v1, b1, h1), (v2, b2, h2) = rows[9], rows[10]
+    rows[9], rows[10] = (v1, {**b2, "version": v1}, h2), (v2, {**b1, "version": v2}, h1)
+    stream.write(rows)
+    failure = failure_of(capsys, redis_url, stream.keys.ns)
+    assert (failure["code"], failure["version"]) == ("audit/bad_hash", v1)
+
+
+def test_a_corrupt_stored_body_is_undecodable(
+    capsys: pytest.CaptureFixture[str], redis_url: str, stream: Stream, redis_sync: redis.Redis
+) -> None:
+    stream.replace(9, {b"b": b"not\x1fa body", b"h": b"\0" * 32})
+    failure = failure_of(capsys, redis_url, stream.keys.ns)
+    assert (failure["code"], failure["version"]) == ("audit/undecodable", 9)
+
+
+def test_a_head_status_that_is_not_the_last_appends(
+    capsys: pytest.CaptureFixture[str], redis_url: str, stream: Stream, redis_sync: redis.Redis
+) -> None:
+    redis_sync.hset(stream.keys.head(T0), "status", "playing")
+    failure = failure_of(capsys, redis_url, stream.keys.ns)
+    assert failure["code"] == "audit/head_mismatch"
+    assert "status 'playing', the events give 'over'" in failure["reason"]
+
+
+# --- tampering with the chain recomputed: only a later check can tell -----------------------------
+
+
+def test_reordered_events_with_a_fixed_chain_are_illegal(
+    capsys: pytest.CaptureFixture[str], redis_url: str, stream: Stream
+) -> None:
+    bodies = [body for _, body, _ in stream.rows()]
+    # a lone card_left (one command) followed by the next command's card_refused
+    i = next(
+        i
+        for i, b in enumerate(bodies)
+        if b["type"] == "card_left"
+        and not b["forceable"]
+        and bodies[i + 1]["type"] == "card_refused"
+    )
+
+    def swap(bodies: list[dict[str, Any]]) -> None:
+        bodies[i], bodies[i + 1] = bodies[i + 1], bodies[i]
+
+    stream.edit(swap)
+    failure = failure_of(capsys, redis_url, stream.keys.ns)
+    assert (failure["code"], failure["version"], failure["event_type"]) == (
+        "audit/illegal_move",
+        i + 1,
+        "card_refused",
+    )
+    assert "move/not_your_turn" in failure["reason"] or "move/wrong_phase" in failure["reason"]
+
+
+def test_a_changed_revealed_seed_fails_the_commitment(
+    capsys: pytest.CaptureFixture[str], redis_url: str, stream: Stream
+) -> None:
+    bodies = [body for _, body, _ in stream.rows()]
+    i = first_index(bodies, "deal_revealed")
+
+    def change(bodies: list[dict[str, Any]]) -> None:
+        seed = bodies[i]["seed"]
+        bodies[i]["seed"] = ("0" if seed[0] != "0" else "1") + seed[1:]
+
+    stream.edit(change)
+    failure = failure_of(capsys, redis_url, stream.keys.ns)
+    assert (failure["code"], failure["version"], failure["event_type"]) == (
+        "audit/commitment_mismatch",
+        i + 1,
+        "deal_revealed",
+    )
+
+
+def test_a_changed_algorithm_fails_the_commitment(
+    capsys: pytest.CaptureFixture[str], redis_url: str, stream: Stream
+) -> None:
+    def change(bodies: list[dict[str, Any]]) -> None:
+        bodies[first_index(bodies, "deal_revealed")]["algorithm"] = "hmac-sha256-fy-v2"
+
+    stream.edit(change)
+    failure = failure_of(capsys, redis_url, stream.keys.ns)
+    assert failure["code"] == "audit/commitment_mismatch"
+    assert "revealed under 'hmac-sha256-fy-v2'" in failure["reason"]
+
+
+def test_a_changed_dealt_card_fails_the_deck(
+    capsys: pytest.CaptureFixture[str], redis_url: str, stream: Stream
+) -> None:
+    bodies = [body for _, body, _ in stream.rows()]
+    i = first_index(bodies, "hand_dealt")
+    dealt = set(bodies[i]["cards"]) | set(bodies[i + 1]["cards"])
+    stranger = next(format_card(c) for c in ALL_CARDS if format_card(c) not in dealt)
+    order = {format_card(c): (c % 10, c // 10) for c in ALL_CARDS}
+
+    def change(bodies: list[dict[str, Any]]) -> None:
+        cards = [stranger, *bodies[i]["cards"][1:]]
+        bodies[i]["cards"] = sorted(cards, key=order.__getitem__)
+
+    stream.edit(change)
+    failure = failure_of(capsys, redis_url, stream.keys.ns)
+    assert (failure["code"], failure["version"], failure["event_type"]) == (
+        "audit/dealt_card_mismatch",
+        i + 1,
+        "hand_dealt",
+    )
+    assert stranger in failure["reason"]
+
+
+def test_a_changed_turned_card_fails_the_deck(
+    capsys: pytest.CaptureFixture[str], redis_url: str, stream: Stream
+) -> None:
+    bodies = [body for _, body, _ in stream.rows()]
+    i = first_index(bodies, "card_turned")
+    j = first_index(bodies, "card_turned", i + 1)  # the next stock card, seen later anyway
+
+    def change(bodies: list[dict[str, Any]]) -> None:
+        bodies[i]["card"] = bodies[j]["card"]
+
+    stream.edit(change)
+    failure = failure_of(capsys, redis_url, stream.keys.ns)
+    assert (failure["code"], failure["version"], failure["event_type"]) == (
+        "audit/turned_card_mismatch",
+        i + 1,
+        "card_turned",
+    )
+    assert f"the table says {bodies[j]['card']}" in failure["reason"]
+
+
+def test_an_illegal_discard_with_a_fixed_chain(
+    capsys: pytest.CaptureFixture[str], redis_url: str, stream: Stream
+) -> None:
+    bodies = [body for _, body, _ in stream.rows()]
+    i = first_index(bodies, "card_discarded")
+    seat = bodies[i]["seat"]
+    dealt = next(b for b in bodies if b["type"] == "hand_dealt" and b["seat"] != seat)
+    theirs = dealt["cards"][0]  # a card dealt to the other seat is never in this hand
+
+    def change(bodies: list[dict[str, Any]]) -> None:
+        bodies[i]["card"] = theirs
+
+    stream.edit(change)
+    failure = failure_of(capsys, redis_url, stream.keys.ns)
+    assert (failure["code"], failure["version"], failure["event_type"]) == (
+        "audit/illegal_move",
+        i + 1,
+        "card_discarded",
+    )
+    assert failure["reason"].startswith("move/")
+
+
+def test_a_changed_settlement_is_an_event_mismatch(
+    capsys: pytest.CaptureFixture[str], redis_url: str, stream: Stream
+) -> None:
+    bodies = [body for _, body, _ in stream.rows()]
+    i = first_index(bodies, "stakes_settled")
+
+    def change(bodies: list[dict[str, Any]]) -> None:
+        bodies[i]["next_stake"] += 1
+
+    stream.edit(change)
+    failure = failure_of(capsys, redis_url, stream.keys.ns)
+    assert (failure["code"], failure["version"], failure["event_type"]) == (
+        "audit/event_mismatch",
+        i + 1,
+        "stakes_settled",
+    )
+    assert "the engine gives {" in failure["reason"]
+
+
+def test_a_missing_reveal_is_an_unrevealed_deal(
+    capsys: pytest.CaptureFixture[str], redis_url: str, stream: Stream
+) -> None:
+    bodies = [body for _, body, _ in stream.rows()]
+    settled = first_index(bodies, "stakes_settled")
+
+    def drop(bodies: list[dict[str, Any]]) -> None:
+        del bodies[first_index(bodies, "deal_revealed")]
+
+    stream.edit(drop)
+    failure = failure_of(capsys, redis_url, stream.keys.ns)
+    assert (failure["code"], failure["version"], failure["event_type"]) == (
+        "audit/unrevealed_deal",
+        settled + 1,
+        "stakes_settled",
+    )
+
+
+def test_an_invalid_card_is_undecodable(
+    capsys: pytest.CaptureFixture[str], redis_url: str, stream: Stream
+) -> None:
+    bodies = [body for _, body, _ in stream.rows()]
+    i = first_index(bodies, "card_wasted")
+
+    def change(bodies: list[dict[str, Any]]) -> None:
+        bodies[i]["card"] = "8H"
+
+    stream.edit(change)
+    failure = failure_of(capsys, redis_url, stream.keys.ns)
+    assert (failure["code"], failure["version"]) == ("audit/undecodable", i + 1)
+    assert "event/invalid" in failure["reason"]
+
+
+def test_an_extra_event_in_a_command(
+    capsys: pytest.CaptureFixture[str], redis_url: str, stream: Stream
+) -> None:
+    bodies = [body for _, body, _ in stream.rows()]
+    i = first_index(bodies, "card_wasted")
+    stream.edit(lambda bodies: bodies.insert(i + 1, copy.deepcopy(bodies[i])))
+    failure = failure_of(capsys, redis_url, stream.keys.ns)
+    assert failure["code"] in {"audit/event_mismatch", "audit/turned_card_mismatch"}
+    assert failure["version"] == i + 2
+
+
+def test_the_first_problem_in_check_order_is_named(
+    capsys: pytest.CaptureFixture[str], redis_url: str, stream: Stream, redis_sync: redis.Redis
+) -> None:
+    """A bad move early and a broken hash late: the chain is checked first."""
+    bodies = [body for _, body, _ in stream.rows()]
+    i = first_index(bodies, "stakes_settled")
+    stream.edit(lambda bodies: bodies[i].update(next_stake=9))
+    last = len(bodies)
+    stream.replace(last, {b"b": pack_body(bodies[-1]), b"h": b"\1" * 32})
+    failure = failure_of(capsys, redis_url, stream.keys.ns)
+    assert (failure["code"], failure["version"]) == ("audit/bad_hash", last)
+
+
+# --- deals, running deals and other stores -------------------------------------------------------
+
+
+def test_a_running_deal_is_fine_but_unchecked(
+    capsys: pytest.CaptureFixture[str], redis_url: str, redis_ns: str
+) -> None:
+    asyncio.run(_start_a_table(redis_url, redis_ns, "live-1", moves=9))
+    code, data = audit_json(capsys, redis_url, redis_ns, "live-1")
+    assert code == 0, data
+    (report,) = data["reports"]
+    assert report["running"] == 1 and report["revealed"] == 0 and report["status"] == "playing"
+    assert "seed is secret" in report["notes"][0]
+    assert cli.main(["audit", "live-1", "--redis-url", redis_url, "--namespace", redis_ns]) == 0
+    out = capsys.readouterr().out
+    assert "deal 1 running (cards not checkable yet)" in out and "  note: deal 1 is still" in out
+
+
+def test_a_running_deal_still_has_its_moves_checked(
+    capsys: pytest.CaptureFixture[str], redis_url: str, redis_ns: str, redis_sync: redis.Redis
+) -> None:
+    asyncio.run(_start_a_table(redis_url, redis_ns, "live-2", moves=12))
+    stream = Stream(redis_sync, redis_ns, "live-2")
+    bodies = [body for _, body, _ in stream.rows()]
+    i = first_index(bodies, "card_left")  # refusing one's own turned card is not allowed
+    stream.edit(lambda bodies: bodies[i].update(type="card_refused"))
+    failure = failure_of(capsys, redis_url, redis_ns, "live-2")
+    assert (failure["code"], failure["version"]) == ("audit/illegal_move", i + 1)
+    assert "move/wrong_phase" in failure["reason"]
+
+
+async def _start_a_table(url: str, ns: str, table_id: str, moves: int) -> None:
+    from engine.bots import RandomBot
+    from events import commands as wc
+    from events.mapping import to_wire_command
+
+    client = redis.asyncio.Redis.from_url(url, decode_responses=False)
+    try:
+        store = RedisEventStore(client, KeySpace(ns))
+        service = TableService(store, seed_source=lambda: bytes(range(32)), dealer_source=int)
+        create = wc.CreateTable(table_id=table_id, command_id="create-0001", deals=2)
+        assert (await service.execute(create, None)).ok
+        for seat in (0, 1):
+            join = wc.Join(table_id=table_id, command_id=f"join-000{seat}", name=f"player {seat}")
+            assert (await service.execute(join, None)).ok
+        rng = random.Random(3)
+        for n in range(moves):
+            table = await service.load(table_id)
+            assert table.match is not None and table.match.to_act is not None
+            seat = table.match.to_act
+            action = RandomBot().choose(table.match, seat, rng)
+            command = to_wire_command(action, table_id, f"move-{n:04d}")
+            assert (await service.execute(command, seat)).ok
+    finally:
+        await client.aclose()
+
+
+def test_two_deal_tables_check_each_commitment() -> None:
+    store = MemoryEventStore()
+    config = SelfplayConfig(2, 4, ("greedy", "greedy"))
+    asyncio.run(record_selfplay(config, store, table_deals=2))
+    events = asyncio.run(store.read("selfplay-4-0"))
+    head = asyncio.run(store.head("selfplay-4-0"))
+    report = audit_table("selfplay-4-0", events, head)
+    assert report.ok and (report.deals, report.revealed) == (2, 2)
+
+    reveals = [i for i, e in enumerate(events) if e.body["type"] == "deal_revealed"]
+    seeds = [events[i].body["seed"] for i in reveals]
+    bodies = [dict(e.body) for e in events]
+    bodies[reveals[1]]["seed"] = seeds[0]  # deal 2 "revealed" with deal 1's seed
+    failure = audit_table("selfplay-4-0", _chain("selfplay-4-0", bodies), None).failure
+    assert failure is not None
+    assert (failure.code, failure.version) == ("audit/commitment_mismatch", reveals[1] + 1)
+
+
+def _chain(table_id: str, bodies: list[dict[str, Any]]) -> list[StoredEvent]:
+    out: list[StoredEvent] = []
+    prev = GENESIS_HASH
+    for version, body in enumerate(bodies, 1):
+        body = {**body, "version": version}
+        digest = event_hash(prev, body)
+        out.append(StoredEvent(table_id, version, body, digest, prev))
+        prev = digest
+    return out
+
+
+def test_the_memory_store_and_stored_links() -> None:
+    store = MemoryEventStore()
+    asyncio.run(record_selfplay(SelfplayConfig(1, 6, ("random", "random")), store))
+    (loaded,) = asyncio.run(load_tables(store, ["selfplay-6-0"]))
+    assert loaded.audit().ok
+    events = list(loaded.events)
+    assert all(isinstance(e, StoredEvent) for e in events)
+    fifth = events[4]
+    assert isinstance(fifth, StoredEvent)
+    relinked = [*events[:4], StoredEvent("selfplay-6-0", 5, fifth.body, fifth.hash, "f" * 64)]
+    failure = audit_table("selfplay-6-0", relinked + events[5:], loaded.head).failure
+    assert failure is not None and (failure.code, failure.version) == ("audit/broken_chain", 5)
+
+    failure = audit_table("selfplay-6-0", events[:5] + events[6:], loaded.head).failure
+    assert failure is not None and (failure.code, failure.version) == ("audit/version_gap", 7)
+
+    moved = [*events[:5], StoredEvent("selfplay-6-0", 6, dict(events[6].body), "0", "0")]
+    failure = audit_table("selfplay-6-0", moved, loaded.head).failure
+    assert failure is not None and (failure.code, failure.version) == ("audit/broken_chain", 6)
+    assert "written for table 'selfplay-6-0' version 7" in failure.reason
+
+
+def test_report_values() -> None:
+    failure = Failure("t", 3, "card_turned", "audit/bad_hash", "why")
+    report = TableReport("t", 10, 1, 1, None, "over", failure)
+    assert str(failure) == "t version 3 (card_turned): audit/bad_hash: why"
+    assert report.summary() == "FAILED t version 3 (card_turned): audit/bad_hash: why"
+    assert report.as_dict()["failure"]["code"] == "audit/bad_hash" and not report.ok
+    summary = AuditSummary()
+    summary.add(report)
+    summary.add(TableReport("u", 5, 1, 0, 1, "playing"))
+    summary.seconds = 0.5
+    assert summary.as_dict()["events_per_s"] == 30 and summary.running == 1
+    assert "1 ok, 1 failed" in summary.text() and "deal still running" in summary.text()
+    assert set(audit.CODES) >= {failure.code, "audit/event_mismatch", "audit/head_mismatch"}
+
+
+# --- the fast paths are the slow paths -----------------------------------------------------------
+
+
+def _recorded_bodies() -> list[dict[str, Any]]:
+    store = MemoryEventStore()
+    config = SelfplayConfig(12, 8, ("greedy", "random"))
+    asyncio.run(record_selfplay(config, store, table_deals=3))
+
+    async def read() -> list[dict[str, Any]]:
+        return [dict(e.body) async for t in store.tables() for e in await store.read(t)]
+
+    return asyncio.run(read())
+
+
+@pytest.fixture(scope="module")
+def bodies() -> list[dict[str, Any]]:
+    return _recorded_bodies()
+
+
+def test_body_hash_is_event_hash(bodies: list[dict[str, Any]]) -> None:
+    prev = "ab" * 32
+    for body in [
+        *bodies,
+        {"name": 'Zoë ♣ \u2028 \x1f "x"', "n": [1.5, -0.0, None, True], "é": {}},
+    ]:
+        assert canonical(body) == canonical_json(body)
+        assert body_hash(prev, body) == event_hash(prev, body)
+    with pytest.raises(ValueError):
+        canonical({"x": float("nan")})
+    with pytest.raises(TypeError):
+        canonical({"x": object()})
+
+
+def _payload(body: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if k not in BODY_KEYS}
+
+
+def _mutations(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for key in [k for k in payload if k not in ("type",)]:
+        value = payload[key]
+        for new in (
+            None,
+            True,
+            1,
+            "7h",
+            "7♥",
+            "8H",
+            [],
+            ["7H", "7H"],
+            [["AC", "2C"]],
+            str(value),
+            -1,
+            2,
+            " x",
+        ):
+            out.append({**payload, key: new})
+        if isinstance(value, list) and len(value) > 1:
+            out.append({**payload, key: list(reversed(value))})
+            if isinstance(value[0], list) and len(value[0]) > 1:
+                out.append({**payload, key: [list(reversed(value[0])), *value[1:]]})
+        out.append({k: v for k, v in payload.items() if k != key})
+    out.append({**payload, "extra": 1})
+    return out
+
+
+def test_the_plain_checks_accept_only_what_pydantic_keeps(bodies: list[dict[str, Any]]) -> None:
+    seen: set[str] = set()
+    passed = 0
+    for body in bodies:
+        payload = _payload(body)
+        seen.add(payload["type"])
+        for candidate in [payload, *_mutations(payload)]:
+            if not fast_payload_ok(candidate):
+                continue
+            passed += 1
+            model = parse_event(candidate)  # raises if the plain check let a bad one through
+            assert model.model_dump(mode="json") == candidate
+    assert passed > len(bodies)
+    assert seen >= {"card_turned", "meld_made", "hand_dealt", "stakes_settled", "deal_revealed"}
+    for body in bodies:  # every canonical payload the service writes passes, but table_created
+        assert fast_payload_ok(_payload(body)) == (body["type"] != "table_created")
+
+
+def test_the_plain_engine_reading_is_to_engine(bodies: list[dict[str, Any]]) -> None:
+    for i, body in enumerate(bodies):
+        event = audit._decode(
+            body["table_id"], StoredEvent(body["table_id"], i + 1, body, "0", "0")
+        )
+        mine = audit._engine_event_of(event)
+        theirs = to_engine(parse_event(_payload(body)), lambda n: tuple(ALL_CARDS))
+        if body["type"] in ("table_created", "deal_started"):
+            assert mine is None
+        else:
+            assert ([mine] if mine is not None else []) == theirs, body
+    assert evolve(None, to_engine(parse_event(_payload(bodies[0])))[0]) is not None
+
+
+# --- usage ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "name the tables to audit, or give --all (not both)"),
+        (["t1", "--all"], "name the tables to audit, or give --all (not both)"),
+        (["bad id!"], "invalid table id"),
+        (["t1", "--batch", "0"], "--batch must be at least 1"),
+        (["t1", "--namespace", "a b"], "invalid key namespace"),
+        (["t1", "--redis-url", ""], "give --redis-url or set REDIS_URL"),
+    ],
+)
+def test_usage_errors_exit_2(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    message: str,
+) -> None:
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["audit", *args])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_an_unreachable_redis_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["audit", "t1", "--redis-url", "redis://127.0.0.1:1/0"]) == 2
+    assert "cannot read the store" in capsys.readouterr().err
+
+
+def test_heads_come_back_as_the_store_gives_them(redis_url: str, redis_ns: str) -> None:
+    async def run() -> tuple[dict[str, Head], dict[str, Head]]:
+        client = redis.asyncio.Redis.from_url(redis_url, decode_responses=False)
+        try:
+            store = RedisEventStore(client, KeySpace(redis_ns))
+            await record_selfplay(SelfplayConfig(2, 1, ("random", "random")), store)
+            ids = ["selfplay-1-0", "selfplay-1-1", "nothing"]
+            return await audit.read_heads(store, ids), {t: await store.head(t) for t in ids}
+        finally:
+            await client.aclose()
+
+    piped, one_by_one = asyncio.run(run())
+    assert piped == one_by_one and piped["nothing"] == Head()
