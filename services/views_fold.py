@@ -1,0 +1,256 @@
+"""A table's read models folded from its wire events alone: no deal seed, no deck order.
+
+The projector builds every view of a table from the events in the table's stream; it never
+reads the table's secret hash.  The engine's ``Match`` wants each deal's deck (the engine's
+``DealStarted`` carries it), which only the seed gives.  What the views need is less:
+
+- the two hands, which the secret ``hand_dealt`` events of the stream hold (one per seat; the
+  projector is a server component and sees both, the views show each to its own seat only);
+- tables, centre card, waste, scores and phase, which the public events hold;
+- the stock only as a count, and the legal actions of the seat to act, which depend on its
+  hand and table, the centre card and the phase, never on the order (or the identity) of the
+  stock cards: ``engine.legal`` does not look at the stock, ``decide`` only asks whether it is
+  empty.
+
+So :class:`TableFold` builds the engine ``Deal`` with the real hands and a *placeholder* stock
+of the right size: the twenty cards in neither hand, in ascending card order.  When a
+``card_turned`` says which card came off the stock, that card is moved to the front of the
+placeholder before the engine pops it, so the placeholder always holds exactly the cards still
+unseen in the stock (the 40-card count of ``engine.notation`` stays true) and never claims an
+order.  It is not shown anywhere: ``engine.views`` writes the stock as ``stock_count`` only, and
+the views are built by ``engine.views.seat_view``/``spectator_view`` themselves, so secrecy is
+still decided in one place.  ``tests/services/test_projector.py`` checks, at every version of
+many random bot games, that these views equal the views of the true state folded with the
+seeds (``services.table.fold_table``).
+
+A ``deal_started`` is applied when both its ``hand_dealt`` events have been folded; the service
+appends the three in one atomic step, so no feed position ever ends between them, and asking
+for views in between raises :class:`FoldError`.
+
+View parts (JSON strings, keys in a fixed order, so equal states give equal bytes):
+
+``public``     ``table_id``, ``version``, ``status``, ``seats``, ``turn_seconds``, ``to_act``,
+               ``updated_at`` (ms, time of the newest event), then the spectator view's fields
+               without ``seat`` and ``legal_actions`` (rules, scores, the deal with its tables,
+               centre card, counts and phase);
+``seat0/1``    ``table_id``, ``version``, then ``engine.views.seat_view`` (own hand, legal
+               actions when the seat acts);
+``spectator``  ``table_id``, ``version``, then ``engine.views.spectator_view``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine import events as ee
+from engine.cards import FULL_MASK, Card, CardMask, iter_cards, parse_card
+from engine.game import evolve
+from engine.state import Match, changed
+from engine.views import seat_view, spectator_view
+from events import domain as wd
+from events.envelope import BODY_KEYS
+from events.mapping import cards_from_wire, to_engine
+from events.upcast import parse_event
+
+__all__ = [
+    "PUBLIC",
+    "SEAT_PARTS",
+    "SPECTATOR",
+    "VIEW_PARTS",
+    "FoldError",
+    "TableFold",
+    "dump_view",
+]
+
+PUBLIC = "public"
+SPECTATOR = "spectator"
+SEAT_PARTS = ("seat0", "seat1")
+VIEW_PARTS: tuple[str, ...] = (PUBLIC, *SEAT_PARTS, SPECTATOR)
+"""The parts of a table's views, as in ``KeySpace.table_view(table_id, part)``."""
+
+_PUBLIC_SKIP = frozenset({"seat", "legal_actions"})
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def dump_view(view: Mapping[str, Any]) -> str:
+    """Return the JSON text of a view: compact, keys in the order the view was built."""
+    return _dumps(view)
+
+
+class FoldError(ValueError):
+    """A table's events cannot be folded into views (a gap, a missing hand, a card that is not
+    where the events say it is); ``code`` is stable."""
+
+    code = "projector/fold_failed"
+
+
+@dataclass
+class _PendingDeal:
+    """A ``deal_started`` waiting for its two ``hand_dealt`` events."""
+
+    number: int
+    dealer: int
+    stake: int
+    hands: dict[int, CardMask] = field(default_factory=dict)
+
+
+class TableFold:
+    """A table folded from its stored events, for views: match state without the deck order,
+    seats, turn clock and the version and time of the newest event folded.
+
+    Mutable on purpose: the projector keeps one per table in memory and folds each new event
+    onto it.  ``apply_body`` takes stored bodies (``services.store``), ``apply`` wire events.
+    """
+
+    __slots__ = (
+        "_pending",
+        "match",
+        "seats",
+        "table_id",
+        "turn_seconds",
+        "updated_at",
+        "version",
+    )
+
+    def __init__(self, table_id: str) -> None:
+        self.table_id = table_id
+        self.version = 0
+        self.match: Match | None = None
+        self.seats: list[dict[str, Any] | None] = [None, None]
+        self.turn_seconds: int | None = None
+        self.updated_at: int | None = None
+        self._pending: _PendingDeal | None = None
+
+    # --- folding -------------------------------------------------------------------------------
+
+    def apply_body(self, version: int, body: Mapping[str, Any]) -> bool:
+        """Fold one stored event (its full body) at ``version``; False when already folded.
+
+        Raises FoldError when ``version`` is not the next one, or the event does not fit.
+        """
+        if version <= self.version:
+            return False
+        if version != self.version + 1:
+            raise FoldError(
+                f"table {self.table_id}: event {version} follows version {self.version}"
+            )
+        try:
+            event = parse_event({k: v for k, v in body.items() if k not in BODY_KEYS})
+        except ValueError as exc:
+            raise FoldError(f"table {self.table_id} version {version}: {exc}") from exc
+        if not isinstance(event, wd.CommandRejected):  # never stored; tolerate it all the same
+            self.apply(event, version)
+        else:
+            self.version = version
+        time = body.get("time")
+        if isinstance(time, int) and not isinstance(time, bool):
+            self.updated_at = time
+        return True
+
+    def apply(self, event: wd.EventModel, version: int) -> None:
+        """Fold one wire event at ``version`` (the caller checks the order)."""
+        if isinstance(event, wd.PlayerJoined):
+            self.seats[event.seat] = {"name": event.name, "bot": event.bot}
+        elif isinstance(event, wd.TableCreated):
+            self.turn_seconds = event.turn_seconds
+            self._evolve(to_engine(event))
+        elif isinstance(event, wd.DealStarted):
+            self._pending = _PendingDeal(event.number, event.dealer, event.stake)
+        elif isinstance(event, wd.HandDealt):
+            self._deal(event)
+        elif isinstance(event, wd.CardTurned):
+            self._turn(event)
+        else:
+            self._evolve(to_engine(event))
+        self.version = version
+
+    def _evolve(self, events: list[ee.Event]) -> None:
+        match = self.match
+        for engine_event in events:
+            match = evolve(match, engine_event)
+        self.match = match
+
+    def _deal(self, event: wd.HandDealt) -> None:
+        pending = self._pending
+        if pending is None:
+            raise FoldError(f"table {self.table_id}: hand_dealt without a deal_started")
+        hand = cards_from_wire(event.cards)
+        if hand.bit_count() != 10 or event.seat in pending.hands:
+            raise FoldError(f"table {self.table_id}: bad hand_dealt for seat {event.seat}")
+        pending.hands[event.seat] = hand
+        if len(pending.hands) < 2:
+            return
+        if pending.hands[0] & pending.hands[1]:
+            raise FoldError(f"table {self.table_id}: deal {pending.number} hands share cards")
+        deck = _placeholder_deck(pending.dealer, pending.hands[0], pending.hands[1])
+        self._pending = None
+        self._evolve([ee.DealStarted(pending.number, pending.dealer, pending.stake, deck)])
+
+    def _turn(self, event: wd.CardTurned) -> None:
+        """Move the turned card to the front of the placeholder stock, then let the engine pop."""
+        match = self.match
+        deal = None if match is None else match.deal
+        turned = parse_card(event.card)
+        if match is None or deal is None or turned not in deal.stock:
+            raise FoldError(f"table {self.table_id}: {event.card} was not in the stock")
+        stock = (turned, *(c for c in deal.stock if c != turned))
+        self.match = changed(match, deal=changed(deal, stock=stock))
+        self._evolve(to_engine(event))
+
+    # --- views ---------------------------------------------------------------------------------
+
+    @property
+    def status(self) -> str:
+        """``open`` before the first deal, ``playing`` from then on, ``over`` after the match."""
+        match = self.match
+        if match is not None and match.over:
+            return "over"
+        if match is None or match.deal is None:
+            return "open"
+        return "playing"
+
+    def view_dicts(self) -> dict[str, dict[str, Any]]:
+        """Return every view part as a JSON-ready dict (see the module docstring).
+
+        Raises FoldError before the table is created or in the middle of a deal's start.
+        """
+        match = self.match
+        if match is None or self._pending is not None:
+            raise FoldError(f"table {self.table_id} at version {self.version} has no views")
+        head: dict[str, Any] = {"table_id": self.table_id, "version": self.version}
+        spectator = spectator_view(match)
+        public: dict[str, Any] = {
+            **head,
+            "status": self.status,
+            "seats": [None if s is None else dict(s) for s in self.seats],
+            "turn_seconds": self.turn_seconds,
+            "to_act": match.to_act,
+            "updated_at": self.updated_at,
+        }
+        public.update((k, v) for k, v in spectator.items() if k not in _PUBLIC_SKIP)
+        return {
+            PUBLIC: public,
+            "seat0": {**head, **seat_view(match, 0)},
+            "seat1": {**head, **seat_view(match, 1)},
+            SPECTATOR: {**head, **spectator},
+        }
+
+    def views(self) -> dict[str, str]:
+        """Return every view part as JSON text, by part name."""
+        return {part: dump_view(view) for part, view in self.view_dicts().items()}
+
+
+def _placeholder_deck(dealer: int, hand0: CardMask, hand1: CardMask) -> tuple[Card, ...]:
+    """A deck that deals exactly these hands (the non-dealer first, one card at a time, as
+    ``engine.game`` deals) over a stock of the twenty other cards in ascending order."""
+    hands = (hand0, hand1)
+    non_dealer = tuple(iter_cards(hands[1 - dealer]))
+    dealer_cards = tuple(iter_cards(hands[dealer]))
+    deck: list[Card] = []
+    for a, b in zip(non_dealer, dealer_cards, strict=True):
+        deck += (a, b)
+    deck += iter_cards(FULL_MASK & ~(hand0 | hand1))
+    return tuple(deck)
