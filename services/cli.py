@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from importlib import metadata
 from typing import TypeAlias
 
-from services import audit, selfplay
+from services import audit, replay, selfplay
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 Registrar = Callable[[Subparsers, str], argparse.ArgumentParser]
@@ -29,6 +29,7 @@ Handler = Callable[[argparse.Namespace], int]
 SUBCOMMANDS: list[tuple[str, Registrar]] = [
     ("selfplay", selfplay.add_parser),
     ("audit", audit.add_parser),
+    ("replay", replay.add_parser),
 ]
 
 
