@@ -1,5 +1,5 @@
-"""The projector's views: folded without the seeds, they equal the engine's views of the true
-state.
+"""The projector: views folded without the seeds equal the engine's views of the true state, and
+the Redis projector keeps them with the checkpoint, resumes, rebuilds, fences and publishes.
 
 Tables are driven by ``TableService`` with bots choosing from the true state (seeds and all);
 the projector only ever sees the streams.  The secrecy scan looks for card texts in the raw
@@ -9,6 +9,7 @@ ends) or of the stock, a spectator's or the public view names no hand card and n
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import re
@@ -16,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
+import redis.asyncio
+from prometheus_client import REGISTRY
 
 from engine.bots import make_bot
 from engine.cards import format_card
@@ -26,7 +30,10 @@ from events import commands as wc
 from events.envelope import BODY_KEYS
 from events.mapping import cards_to_wire, revealed_decks, to_engine, to_wire_command
 from events.upcast import parse_event
-from services.store import EventStore, KeySpace, MemoryEventStore
+from services.cli import main as cli_main
+from services.projector import Projector, ProjectorBusy, run_projector
+from services.settings import load_settings
+from services.store import EventStore, KeySpace, MemoryEventStore, RedisEventStore
 from services.table import Table, fold_table
 from services.table_service import Outcome, TableService
 from services.views_fold import VIEW_PARTS, FoldError, TableFold
@@ -293,3 +300,432 @@ def test_placeholder_stock_holds_exactly_the_unseen_cards() -> None:
             assert not (seen | mask) >> c & 1
             mask |= 1 << c
         assert (seen | mask).bit_count() == 40
+
+
+# --- the projector on Redis ------------------------------------------------------------------
+
+
+@pytest.fixture
+def keys(redis_ns: str) -> KeySpace:
+    return KeySpace(redis_ns, shards=SHARDS)
+
+
+@pytest.fixture
+def store(redis_client: redis.asyncio.Redis, keys: KeySpace) -> RedisEventStore:
+    return RedisEventStore(redis_client, keys)
+
+
+async def read_views(
+    client: redis.asyncio.Redis, keys: KeySpace, table_id: str
+) -> dict[str, str] | None:
+    raw = await client.mget([keys.table_view(table_id, p) for p in VIEW_PARTS])
+    if any(v is None for v in raw):
+        assert all(v is None for v in raw), "a table's view parts are written together"
+        return None
+    return {p: v.decode("utf-8") for p, v in zip(VIEW_PARTS, raw, strict=True)}
+
+
+async def all_view_values(client: redis.asyncio.Redis, ns: str) -> dict[str, bytes]:
+    keys = sorted([k async for k in client.scan_iter(match=f"{ns}:*:view:*")])
+    values = await client.mget(keys) if keys else []
+    return dict(zip(keys, values, strict=True))
+
+
+async def feed_end(client: redis.asyncio.Redis, keys: KeySpace, shard: int) -> str | None:
+    last = await client.xrevrange(keys.feed(shard), "+", "-", count=1)
+    return last[0][0].decode() if last else None
+
+
+async def assert_checkpoints_at_feed_ends(client: redis.asyncio.Redis, keys: KeySpace) -> None:
+    for shard in range(SHARDS):
+        ckpt = await client.get(keys.ckpt(shard, "projector"))
+        end = await feed_end(client, keys, shard)
+        assert (ckpt.decode() if ckpt else None) == end, shard
+
+
+async def assert_views_current(
+    client: redis.asyncio.Redis, keys: KeySpace, store: RedisEventStore, games: list[Game]
+) -> None:
+    for game in games:
+        views = await read_views(client, keys, game.table_id)
+        assert views is not None and game.table is not None and game.table.match is not None
+        head = await store.head(game.table_id)
+        for part, text in views.items():
+            assert json.loads(text)["version"] == head.version == game.table.version, part
+        assert_views_equal_engine(views, game.table.match, game.table_id)
+        assert_secret(views, game.table.match)
+
+
+async def test_catch_up_writes_every_view_part_and_the_checkpoint(
+    redis_client: redis.asyncio.Redis, keys: KeySpace, store: RedisEventStore
+) -> None:
+    games = await play_games(store, 6, seed=1)
+    half = Game(TableService(store), "tbl-half", random.Random(2))
+    await half.start()
+    await half.play(15)
+    games.append(half)
+
+    before = REGISTRY.get_sample_value("conquian_projector_events_applied_total") or 0.0
+    stats = await Projector(redis_client, keys, batch_size=7).catch_up()
+    total = sum([(await store.head(g.table_id)).version for g in games])
+    assert stats.events == total and stats.failed == 0
+    assert REGISTRY.get_sample_value("conquian_projector_events_applied_total") == before + total
+    assert REGISTRY.get_sample_value("conquian_projector_lag_seconds") is not None
+    await assert_views_current(redis_client, keys, store, games)
+    await assert_checkpoints_at_feed_ends(redis_client, keys)
+
+    views = await read_views(redis_client, keys, "tbl-half")
+    assert views is not None
+    public = json.loads(views["public"])
+    assert public["seats"] == [
+        {"name": "ana", "bot": None},
+        {"name": "greedy bot", "bot": "greedy"},
+    ]
+    assert (public["status"], public["turn_seconds"], public["rules"]["name"]) == (
+        "playing",
+        30,
+        "classic",
+    )
+    seat = public["to_act"]
+    assert json.loads(views[f"seat{seat}"])["legal_actions"]
+    assert json.loads(views[f"seat{1 - seat}"])["legal_actions"] == []
+    own = json.loads(views["seat0"])["deal"]["players"]
+    assert own[0]["hand"] is not None and own[1]["hand"] is None
+    assert half.table is not None and half.table.match is not None
+    assert half.table.match.deal is not None
+    assert own[1]["hand_count"] == half.table.match.deal.hands[1].bit_count()
+
+
+async def test_a_restarted_projector_resumes_from_the_checkpoint(
+    redis_client: redis.asyncio.Redis, keys: KeySpace, store: RedisEventStore
+) -> None:
+    service = TableService(store)
+    rng = random.Random(3)
+    games = [Game(service, f"tbl-{i}", rng, deals=3) for i in range(4)]
+    for g in games:
+        await g.start()
+        await g.play(20)
+    first = await Projector(redis_client, keys).catch_up()
+    assert first.entries > 0
+    for g in games:
+        await g.play(25)
+    appended = 0
+    for shard in range(SHARDS):
+        ckpt = await redis_client.get(keys.ckpt(shard, "projector"))
+        appended += len(await store.read_feed(shard, ckpt.decode() if ckpt else "0-0", 10_000))
+
+    restarted = Projector(redis_client, keys)
+    stats = await restarted.catch_up()
+    assert stats.entries == appended  # only the entries after the checkpoint
+    await assert_views_current(redis_client, keys, store, games)
+    await assert_checkpoints_at_feed_ends(redis_client, keys)
+    again = await restarted.catch_up()
+    assert (again.entries, again.tables) == (0, 0)
+
+
+async def test_reapplying_entries_already_reflected_changes_nothing(
+    redis_client: redis.asyncio.Redis, keys: KeySpace, store: RedisEventStore
+) -> None:
+    games = await play_games(store, 3, seed=4)
+    projector = Projector(redis_client, keys)
+    await projector.catch_up()
+    before = await all_view_values(redis_client, keys.ns)
+    hints = await _collect_hints(redis_client, keys.ns)
+
+    entries = {s: await store.read_feed(s, "0-0", 10_000) for s in range(SHARDS)}
+    stats = await projector.apply(
+        {
+            s: [(e.position, e.table_id, e.first_version, e.last_version) for e in es]
+            for s, es in entries.items()
+        }
+    )
+    assert stats.tables == 0 and stats.events == 0
+    assert await all_view_values(redis_client, keys.ns) == before
+    await assert_checkpoints_at_feed_ends(redis_client, keys)  # never moved backwards
+
+    # A projector that starts with no checkpoint (and an empty cache) reads the stored view
+    # versions and writes nothing older: views never go back.
+    await redis_client.delete(*[keys.ckpt(s, "projector") for s in range(SHARDS)])
+    fresh = await Projector(redis_client, keys).catch_up()
+    assert fresh.tables == 0 and fresh.entries > 0
+    assert await all_view_values(redis_client, keys.ns) == before
+    await assert_checkpoints_at_feed_ends(redis_client, keys)
+    await assert_views_current(redis_client, keys, store, games)
+    assert await hints() == []
+
+
+async def _collect_hints(client: redis.asyncio.Redis, ns: str) -> Any:
+    pubsub = client.pubsub()
+    await pubsub.subscribe(f"{ns}:views")
+    await pubsub.get_message(timeout=1.0)  # the subscribe confirmation
+
+    async def drain() -> list[str]:
+        out = []
+        while (
+            m := await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.2)
+        ) is not None:
+            out.append(m["data"].decode())
+        await pubsub.aclose()
+        return out
+
+    return drain
+
+
+async def test_each_write_publishes_a_hint_per_table(
+    redis_client: redis.asyncio.Redis, keys: KeySpace, store: RedisEventStore
+) -> None:
+    hints = await _collect_hints(redis_client, keys.ns)
+    game = Game(TableService(store), "tbl-hint", random.Random(5))
+    await game.start()
+    projector = Projector(redis_client, keys)
+    await projector.catch_up()
+    await game.play(3)
+    await projector.catch_up()
+    head = await store.head("tbl-hint")
+    got = await hints()
+    assert got[-1] == f"tbl-hint {head.version}"
+    assert [int(h.split()[1]) for h in got] == sorted(int(h.split()[1]) for h in got)
+
+
+@pytest.mark.slow
+async def test_projected_views_are_the_true_views_after_every_command(
+    redis_client: redis.asyncio.Redis, keys: KeySpace, store: RedisEventStore
+) -> None:
+    """Random bot games on Redis, the projector run after each command: at every version it
+    writes, the views equal the engine's views of the true state and leak nothing."""
+    service = TableService(store)
+    rng = random.Random(6)
+    projector = Projector(redis_client, keys)
+    checked = 0
+    for i, rules in enumerate(("classic", "bicycle", "automatic-forcing", "no-forcing")):
+        game = Game(service, f"tbl-{i}", rng, rules=rules, deals=2, resign_chance=0.005)
+        await game.start()
+        while True:
+            await projector.catch_up()
+            assert game.table is not None and game.table.match is not None
+            views = await read_views(redis_client, keys, game.table_id)
+            assert views is not None
+            assert json.loads(views["public"])["version"] == game.table.version
+            assert_views_equal_engine(views, game.table.match, game.table_id)
+            assert_secret(views, game.table.match)
+            checked += 1
+            if not await game.step():
+                break
+    assert checked > 100
+
+
+async def test_rebuild_gives_the_same_views_byte_for_byte(
+    redis_client: redis.asyncio.Redis, keys: KeySpace, store: RedisEventStore
+) -> None:
+    games = await play_games(store, 5, seed=8)
+    half = Game(TableService(store), "tbl-half", random.Random(9))
+    await half.start()
+    await half.play(10)
+    await Projector(redis_client, keys, batch_size=3).catch_up()
+    incremental = await all_view_values(redis_client, keys.ns)
+    assert len(incremental) == 4 * (len(games) + 1)
+
+    orphan = keys.table_view("tbl-gone", "public")
+    lobby = keys.view(0, "lobby")
+    await redis_client.set(orphan, b'{"version":1}')
+    await redis_client.set(lobby, b"not the projector's")
+    await redis_client.set(keys.table_view("tbl-0", "seat0"), b'{"version":999}')
+
+    rebuilt = await Projector(redis_client, keys).rebuild()
+    assert rebuilt.tables == len(games) + 1 and rebuilt.deleted == 1 and rebuilt.failed == 0
+    after = await all_view_values(redis_client, keys.ns)
+    assert after.pop(lobby.encode()) == b"not the projector's"
+    assert after == incremental
+    await assert_checkpoints_at_feed_ends(redis_client, keys)
+
+    # and following goes on from the rebuilt checkpoints
+    await half.play(5)
+    stats = await Projector(redis_client, keys).catch_up()
+    assert stats.entries == 5
+    await assert_views_current(redis_client, keys, store, [*games, half])
+
+
+async def test_rebuild_while_tables_move_stands_for_the_feed_end_it_started_from(
+    redis_client: redis.asyncio.Redis, keys: KeySpace, store: RedisEventStore
+) -> None:
+    """Appends that land during a rebuild are left to the catch-up after it: views then equal
+    the views an incremental projector writes."""
+    service = TableService(store)
+    games = [Game(service, f"tbl-{i}", random.Random(i), deals=3) for i in range(6)]
+    for g in games:
+        await g.start()
+        await g.play(10)
+    projector = Projector(redis_client, keys)
+    original = projector._fetch
+
+    async def fetch_then_move(reads: Any) -> Any:
+        out = await original(reads)
+        for g in games:  # every table moves after its events were read
+            await g.play(2)
+        return out
+
+    projector._fetch = fetch_then_move  # type: ignore[method-assign]
+    await projector.rebuild(chunk=2)
+    projector._fetch = original  # type: ignore[method-assign]
+    for g in games:
+        views = await read_views(redis_client, keys, g.table_id)
+        assert views is not None
+    await projector.catch_up()
+    await assert_views_current(redis_client, keys, store, games)
+    await assert_checkpoints_at_feed_ends(redis_client, keys)
+
+
+async def test_a_write_is_refused_when_the_checkpoint_moved_underneath(
+    redis_client: redis.asyncio.Redis, keys: KeySpace, store: RedisEventStore
+) -> None:
+    game = Game(TableService(store), "tbl-cas", random.Random(13))
+    await game.start()
+    projector = Projector(redis_client, keys)
+    await projector.catch_up()
+    shard = keys.shard_of("tbl-cas")
+    before = await read_views(redis_client, keys, "tbl-cas")
+    await game.play(3)
+    await redis_client.set(keys.ckpt(shard, "projector"), b"1-0")  # another writer moved it
+    stats = await projector.step()
+    assert stats.tables == 0 and projector.cached("tbl-cas") is None
+    assert shard not in projector.positions
+    assert await read_views(redis_client, keys, "tbl-cas") == before
+    await projector.catch_up()  # reads the checkpoint again and carries on from there
+    await assert_views_current(redis_client, keys, store, [game])
+
+
+async def test_a_feed_trimmed_past_the_checkpoint_is_reported(
+    redis_client: redis.asyncio.Redis, keys: KeySpace, store: RedisEventStore
+) -> None:
+    game = Game(TableService(store), "tbl-trim", random.Random(14))
+    await game.start()
+    await game.play(5)
+    shard = keys.shard_of("tbl-trim")
+    await redis_client.xtrim(keys.feed(shard), maxlen=2, approximate=False)
+    projector = Projector(redis_client, keys)
+    await projector.catch_up()
+    assert shard in projector.gaps
+    other = Projector(redis_client, keys)
+    await other.load_positions(range(SHARDS))
+    assert other.gaps == {}  # the checkpoint is past what was trimmed
+
+
+async def test_leases_partition_shards_and_fence_writes(
+    redis_client: redis.asyncio.Redis, keys: KeySpace, store: RedisEventStore
+) -> None:
+    games = await play_games(store, 4, seed=10)
+    first = Projector(redis_client, keys, owner="first", lease_ms=5_000)
+    second = Projector(redis_client, keys, owner="second", lease_ms=5_000)
+    assert await first.claim() == set(range(SHARDS))
+    assert await second.claim() == set()
+    with pytest.raises(ProjectorBusy):
+        await second.rebuild()
+
+    # a lease taken over while the first is working: its write is refused, nothing is written
+    shard = keys.shard_of(games[0].table_id)
+    await redis_client.set(first.lease_key(shard), b"second", px=5_000)
+    stats = await first.catch_up()
+    assert shard not in first.owned
+    assert await read_views(redis_client, keys, games[0].table_id) is None
+    assert await redis_client.get(keys.ckpt(shard, "projector")) is None
+    assert stats.tables == sum(1 for g in games if keys.shard_of(g.table_id) != shard)
+
+    await first.release()
+    await redis_client.delete(first.lease_key(shard))
+    assert await second.claim() == set(range(SHARDS))
+    await second.catch_up()
+    await assert_views_current(redis_client, keys, store, games)
+    await second.release()
+    for s in range(SHARDS):
+        assert await redis_client.get(second.lease_key(s)) is None
+
+
+async def test_run_projector_follows_the_feeds_until_stopped(
+    redis_url: str, redis_client: redis.asyncio.Redis, keys: KeySpace, store: RedisEventStore
+) -> None:
+    settings = load_settings(redis_url=redis_url, namespace=keys.ns, shards=SHARDS, lease_ms=1_000)
+    hints = await _collect_hints(redis_client, keys.ns)
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_projector(settings, stop))
+    game = Game(TableService(store), "tbl-live", random.Random(11))
+    await game.start()
+    await game.play(10)
+    head = await store.head("tbl-live")
+    for _ in range(100):
+        views = await read_views(redis_client, keys, "tbl-live")
+        if views is not None and json.loads(views["public"])["version"] == head.version:
+            break
+        await asyncio.sleep(0.05)
+    else:
+        pytest.fail("the running projector did not catch up")
+    stop.set()
+    projector = await asyncio.wait_for(task, timeout=5)
+    assert projector.owned == set()
+    for s in range(SHARDS):
+        assert await redis_client.get(projector.lease_key(s)) is None
+    assert f"tbl-live {head.version}" in await hints()
+    assert REGISTRY.get_sample_value("conquian_projector_lag_seconds") is not None
+
+
+# --- the command line ------------------------------------------------------------------------
+
+
+def _drive(redis_url: str, ns: str, count: int) -> None:
+    async def go() -> None:
+        client = redis.asyncio.Redis.from_url(redis_url, decode_responses=False)
+        try:
+            await play_games(RedisEventStore(client, KeySpace(ns, SHARDS)), count, seed=12)
+        finally:
+            await client.aclose()
+
+    asyncio.run(go())
+
+
+def _cli_views(redis_sync: redis.Redis, ns: str) -> dict[bytes, bytes]:
+    keys = sorted(redis_sync.scan_iter(match=f"{ns}:*:view:*"))
+    return dict(zip(keys, redis_sync.mget(keys), strict=True)) if keys else {}
+
+
+@pytest.fixture
+def quiet_logs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep the CLI from pointing structlog at capsys's stream, which closes after the test."""
+    import services.log
+
+    monkeypatch.setattr(services.log, "configure", lambda *args, **kwargs: None)
+
+
+@pytest.mark.usefixtures("quiet_logs")
+def test_cli_project_once_then_rebuild(
+    redis_url: str, redis_ns: str, redis_sync: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _drive(redis_url, redis_ns, 3)
+    common = ["--redis-url", redis_url, "--namespace", redis_ns, "--shards", str(SHARDS)]
+    assert cli_main(["project", "--once", *common]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("applied ") and "0 tables written" not in out
+    once = _cli_views(redis_sync, redis_ns)
+    assert len(once) == 12
+
+    assert cli_main(["project", "--rebuild", *common]) == 0
+    assert capsys.readouterr().out.startswith("rebuilt 3 tables from ")
+    assert _cli_views(redis_sync, redis_ns) == once
+    assert not list(redis_sync.scan_iter(match=f"{redis_ns}:*:projlease"))
+
+
+@pytest.mark.usefixtures("quiet_logs")
+def test_cli_rebuild_refuses_while_another_projector_holds_a_lease(
+    redis_url: str, redis_ns: str, redis_sync: redis.Redis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ks = KeySpace(redis_ns, SHARDS)
+    redis_sync.set(ks.shard_key(2, "projlease"), b"someone-else", px=10_000)
+    common = ["--redis-url", redis_url, "--namespace", redis_ns, "--shards", str(SHARDS)]
+    assert cli_main(["project", "--rebuild", *common]) == 1
+    assert "shards 2 are held by another projector" in capsys.readouterr().err
+
+
+def test_python_m_entry_point_parses_the_same_arguments() -> None:
+    from services import projector
+
+    with pytest.raises(SystemExit) as exc:
+        projector.main(["--help"])
+    assert exc.value.code == 0
