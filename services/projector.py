@@ -438,6 +438,12 @@ class Projector:
         self.positions.pop(shard, None)
         self._forget(t for t in list(self._cache) if self.keys.shard_of(t) == shard)
 
+    def reset(self) -> None:
+        """Forget the checkpoints and every folded table (after a round failed half-way, when
+        the cache may be ahead of what was written): the next round starts from Redis again."""
+        self.positions.clear()
+        self._cache.clear()
+
     def _forget(self, tables: Iterable[str]) -> None:
         for t in tables:
             self._cache.pop(t, None)
@@ -907,19 +913,21 @@ async def run_projector(
         next_claim = 0.0
         log.info("projector_started", shards=settings.shards, namespace=settings.namespace)
         while not stop.is_set():
-            now = time.monotonic()
-            if now >= next_claim:
-                await projector.claim()
-                next_claim = now + interval
-            if not projector.owned:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=interval)
-                continue
             try:
-                await projector.step(block_ms=block_ms)
-            except (RedisError, OSError) as exc:
+                now = time.monotonic()
+                if now >= next_claim:
+                    await projector.claim()
+                    next_claim = now + interval
+                if projector.owned:
+                    await projector.step(block_ms=block_ms)
+                    continue
+                pause = interval
+            except (RedisError, OSError) as exc:  # Redis away: start again from what it holds
                 log.error("round_failed", error=str(exc))
-                await asyncio.sleep(0.5)
+                projector.reset()
+                pause = 0.5
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=pause)
     finally:
         with contextlib.suppress(Exception):
             await projector.release()

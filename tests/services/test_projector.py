@@ -667,6 +667,42 @@ async def test_run_projector_follows_the_feeds_until_stopped(
     assert REGISTRY.get_sample_value("conquian_projector_lag_seconds") is not None
 
 
+async def test_run_projector_starts_again_from_redis_after_a_failed_round(
+    redis_url: str,
+    redis_client: redis.asyncio.Redis,
+    keys: KeySpace,
+    store: RedisEventStore,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A round that fails after folding (the write never reaches Redis) must not leave the
+    cache ahead of the views: the next rounds write those versions all the same."""
+    failures = []
+    original = Projector._commit
+
+    async def commit_once_failing(self: Projector, writes: Any, stats: Any) -> None:
+        if not failures:
+            failures.append(True)
+            raise redis.exceptions.ConnectionError("connection lost")
+        await original(self, writes, stats)
+
+    monkeypatch.setattr(Projector, "_commit", commit_once_failing)
+    game = Game(TableService(store), "tbl-fail", random.Random(15))
+    await game.start()
+    settings = load_settings(redis_url=redis_url, namespace=keys.ns, shards=SHARDS)
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_projector(settings, stop))
+    head = await store.head("tbl-fail")
+    for _ in range(100):
+        views = await read_views(redis_client, keys, "tbl-fail")
+        if views is not None and json.loads(views["public"])["version"] == head.version:
+            break
+        await asyncio.sleep(0.05)
+    stop.set()
+    await asyncio.wait_for(task, timeout=5)
+    assert failures
+    await assert_views_current(redis_client, keys, store, [game])
+
+
 # --- the command line ------------------------------------------------------------------------
 
 
