@@ -18,12 +18,14 @@ Every view of a state goes through ``_view`` and every view of an event through
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from engine.cards import CardMask, display_order, format_card
 from engine.events import DealStarted, Event
 from engine.game import evolve
 from engine.legal import legal_actions
 from engine.notation import format_action, format_event, format_hand, table_order
+from engine.rules import Rules
 from engine.state import Deal, Match, Phase
 
 JSON = dict[str, object]
@@ -79,7 +81,7 @@ def _view(match: Match, seat: int | None) -> JSON:
     acting = seat is not None and seat == match.to_act
     return {
         "seat": seat,
-        "rules": match.rules.as_dict(),
+        "rules": dict(_rules_dict(match.rules)),
         "deals": match.deals,
         "target_score": match.target_score,
         "scores": list(match.scores),
@@ -115,7 +117,7 @@ def _player(deal: Deal, seat: int, shown: bool) -> JSON:
     hand = deal.hands[seat]
     return {
         "seat": seat,
-        "table": [_cards(meld) for meld in table_order(deal.tables[seat])],
+        "table": [list(meld) for meld in _table_cards(deal.tables[seat])],
         "hand": _cards(hand) if shown else None,
         "hand_count": hand.bit_count(),
     }
@@ -126,7 +128,24 @@ def _outcome(termination: str, winner: int | None) -> JSON:
 
 
 def _cards(mask: CardMask) -> list[str]:
-    return [format_card(c) for c in display_order(mask)]
+    return list(_card_texts(mask))
+
+
+# Views are built at every event for every viewer: the text of a card set or a table is
+# remembered (a mask or a tuple of masks is its own key; the values are immutable tuples).
+@lru_cache(maxsize=65_536)
+def _card_texts(mask: CardMask) -> tuple[str, ...]:
+    return tuple(format_card(c) for c in display_order(mask))
+
+
+@lru_cache(maxsize=65_536)
+def _table_cards(table: tuple[int, ...]) -> tuple[tuple[str, ...], ...]:
+    return tuple(_card_texts(meld) for meld in table_order(table))
+
+
+@lru_cache(maxsize=64)
+def _rules_dict(rules: Rules) -> tuple[tuple[str, object], ...]:
+    return tuple(rules.as_dict().items())
 
 
 def visible_event(event: Event, seat: int | None) -> VisibleEvent:
