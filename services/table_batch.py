@@ -29,8 +29,10 @@ first outcome, so a retry never applies anything twice.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+import weakref
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -121,6 +123,24 @@ def _finish(service: TableService, plan: _Plan, appended: AppendResult) -> Outco
     return Outcome(True, plan.result, False, appended.first_version, appended.last_version, new)
 
 
+LOAD_CONCURRENCY = 4
+"""Tables one service folds from the store at once (each load is three round trips)."""
+
+_load_slots: weakref.WeakKeyDictionary[TableService, asyncio.Semaphore] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def _load(service: TableService, table_id: str) -> Table:
+    """Fold a table, at most :data:`LOAD_CONCURRENCY` at once per service (all shards of an
+    engine worker share its connection pool)."""
+    slots = _load_slots.get(service)
+    if slots is None:
+        slots = _load_slots[service] = asyncio.Semaphore(LOAD_CONCURRENCY)
+    async with slots:
+        return await service.load(table_id)
+
+
 async def execute_many(
     service: TableService,
     items: Sequence[BatchItem],
@@ -130,6 +150,7 @@ async def execute_many(
 ) -> list[BatchResult]:
     """Execute ``items`` (see the module docstring); commands of a table run in input order.
 
+    Tables not in the service's cache are loaded at the start of a round, a few at a time.
     ``proceed`` is asked before each round: when it says no, the rest is left unattempted (the
     engine worker stops when it loses the lease of the shard).  ``on_append`` gets the duration
     in seconds of each round's pipelined append (for a histogram).
@@ -144,11 +165,23 @@ async def execute_many(
         for table_id, _ in heads:
             if not queues[table_id]:
                 del queues[table_id]
+        missing = [t for t, _ in heads if service.cached(t) is None]
+        loaded = dict(
+            zip(
+                missing,
+                await asyncio.gather(*(_load(service, t) for t in missing), return_exceptions=True),
+                strict=True,
+            )
+        )
         plans: list[_Plan] = []
         now = service.clock()
         for table_id, index in heads:
             try:
-                table = service.cached(table_id) or await service.load(table_id)
+                table = service.cached(table_id) or loaded.get(table_id)
+                if isinstance(table, BaseException):
+                    raise table
+                if table is None:  # evicted from a full cache meanwhile
+                    table = await service.load(table_id)
                 plans.append(_plan(service, index, table, items[index], now))
             except Exception as exc:  # reported per command, table stops here
                 results[index] = exc

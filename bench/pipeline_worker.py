@@ -1,0 +1,220 @@
+"""Engine-worker benchmark: commands per second through one worker, from stream to event store.
+
+    .venv/bin/python bench/pipeline_worker.py [--url redis://127.0.0.1:6379/9] [--tables 200]
+        [--shards 16] [--batch-size 200] [--repeat 3]
+
+What is measured: the worker alone.  ``--tables`` whole bot games (create, two joins, random
+moves until the match ends, each move with its ``expected_version``) are generated beforehand
+with a ``TableService`` on a ``MemoryEventStore`` whose seeds and dealer are fixed; the worker
+gets a table service with the same fixed seeds, so every generated command is legal when it
+arrives.  All commands are XADDed to the shards' command streams (in order per table, tables
+interleaved) *before* the worker starts; the clock runs from the moment the worker holds every
+shard until every command stream is fully delivered and acknowledged (XINFO GROUPS: last
+delivered id = last entry, nothing pending).  The worker runs in this process (one core; Redis
+on the same machine), with ``after_append`` doing nothing and INFO logging.
+
+Every command is checked afterwards: each has a result and every move was accepted.  Each run
+uses a throw-away namespace, deleted at the end (never FLUSHDB).  The last line printed is a JSON
+object with the figures (``commands_per_s`` per run and the best).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import json
+import os
+import platform
+import random
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import redis.asyncio
+from redis.utils import HIREDIS_AVAILABLE
+
+from engine.bots import RandomBot
+from events import commands as wc
+from events.mapping import to_wire_command
+from services.engine_worker import EngineWorker
+from services.log import configure
+from services.settings import load_settings
+from services.store import MemoryEventStore, RedisEventStore
+from services.table_service import TableService
+
+SEED = bytes(range(32))
+
+Entry = tuple[str, int | None]  # command JSON, seat
+
+
+def fixed_service(store: Any) -> TableService:
+    return TableService(store, seed_source=lambda: SEED, dealer_source=lambda: 0)
+
+
+async def generate(tables: int, seed: int, moves: int) -> dict[str, list[Entry]]:
+    """Games (whole, or their first ``moves`` moves), one list of (command JSON, seat) per
+    table."""
+    service = fixed_service(MemoryEventStore())
+    bot = RandomBot()
+    games: dict[str, list[Entry]] = {}
+    for i in range(tables):
+        table_id = f"b{i:05d}"
+        rng = random.Random(f"{seed}/{table_id}")
+        commands: list[tuple[wc.CommandModel, int | None]] = [
+            (wc.CreateTable(table_id=table_id, command_id=f"{table_id}-create"), None),
+            (wc.Join(table_id=table_id, command_id=f"{table_id}-join-0", name="ann"), None),
+            (wc.Join(table_id=table_id, command_id=f"{table_id}-join-1", name="bob"), None),
+        ]
+        for command, seat in commands:
+            await service.execute(command, seat)  # type: ignore[arg-type]
+        step = 0
+        while True:
+            table = await service.load(table_id)
+            assert table.match is not None
+            seat = table.match.to_act
+            if seat is None or step >= moves:
+                break
+            step += 1
+            action = bot.choose(table.match, seat, rng)
+            command = to_wire_command(action, table_id, f"{table_id}-m{step:04d}", table.version)
+            assert (await service.execute(command, seat)).ok
+            commands.append((command, seat))
+        games[table_id] = [(c.model_dump_json(exclude_none=True), s) for c, s in commands]
+    return games
+
+
+async def feed(client: redis.asyncio.Redis, settings: Any, games: dict[str, list[Entry]]) -> int:
+    """XADD every command, tables interleaved, in pipelines of 1000; return the count."""
+    longest = max(len(g) for g in games.values())
+    n = 0
+    async with client.pipeline(transaction=False) as pipe:
+        for step in range(longest):
+            for table_id, game in games.items():
+                if step < len(game):
+                    raw, seat = game[step]
+                    shard = settings.keys.shard_of(table_id)
+                    pipe.xadd(
+                        settings.keys.cmd(shard),
+                        {"c": raw, "s": "" if seat is None else str(seat), "r": "0"},
+                    )
+                    n += 1
+                    if n % 1000 == 0:
+                        await pipe.execute()
+        await pipe.execute()
+    return n
+
+
+async def drained(client: redis.asyncio.Redis, settings: Any) -> bool:
+    for shard in range(settings.shards):
+        stream = settings.keys.cmd(shard)
+        last = await client.xrevrange(stream, count=1)
+        (group,) = await client.xinfo_groups(stream)
+        if group["pending"] or (last and group["last-delivered-id"] != last[0][0]):
+            return False
+    return True
+
+
+async def one_run(args: argparse.Namespace, games: dict[str, list[Entry]]) -> dict[str, Any]:
+    ns = f"bench-{uuid.uuid4().hex[:8]}"
+    settings = load_settings(
+        redis_url=args.url,
+        namespace=ns,
+        shards=args.shards,
+        batch_size=args.batch_size,
+        worker_id=f"{ns}-w",
+        token_secret="b" * 32,
+    )
+    client = redis.asyncio.Redis.from_url(args.url, decode_responses=False)
+    worker = EngineWorker(settings, service_factory=fixed_service)
+    try:
+        await worker.create_groups()
+        commands = await feed(client, settings, games)
+        stop = asyncio.Event()
+        await worker.start()
+        task = asyncio.create_task(worker.run(stop))
+        while len(worker.owned) < settings.shards:
+            await asyncio.sleep(0.001)
+        profile = cProfile.Profile() if args.profile else None
+        started = time.perf_counter()
+        cpu = time.process_time()
+        if profile is not None:
+            profile.enable()
+        while not await drained(client, settings):
+            await asyncio.sleep(0.02)
+        if profile is not None:
+            profile.disable()
+            profile.dump_stats(args.profile)
+        elapsed = time.perf_counter() - started
+        cpu = time.process_time() - cpu
+        stop.set()
+        await task
+        await worker.close()
+        store = RedisEventStore(client, settings.keys)
+        bad = 0
+        for table_id, game in games.items():
+            for raw, _ in game:
+                result = await store.command_result(table_id, json.loads(raw)["command_id"])
+                bad += result is None or not json.loads(result)["ok"]
+        return {
+            "commands": commands,
+            "seconds": round(elapsed, 3),
+            "commands_per_s": round(commands / elapsed),
+            "commands_per_cpu_s": round(commands / cpu) if cpu else None,
+            "not_accepted": bad,
+        }
+    finally:
+        keys = [k async for k in client.scan_iter(match=f"{ns}*", count=1000)]
+        for i in range(0, len(keys), 500):
+            await client.unlink(*keys[i : i + 500])
+        await client.aclose()
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/9"))
+    parser.add_argument("--tables", type=int, default=1000)
+    parser.add_argument("--moves", type=int, default=30, help="moves per table at most")
+    parser.add_argument("--profile", help="write a cProfile of the worker phase to this file")
+    parser.add_argument("--shards", type=int, default=16)
+    parser.add_argument("--batch-size", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--uvloop", action="store_true", help="run on uvloop (as the worker does)")
+    args = parser.parse_args()
+    configure("WARNING")
+    games = await generate(args.tables, args.seed, args.moves)
+    runs = [await one_run(args, games) for _ in range(args.repeat)]
+    for run in runs:
+        print(json.dumps(run))
+    print(
+        json.dumps(
+            {
+                "bench": "pipeline_worker",
+                "tables": args.tables,
+                "moves": args.moves,
+                "shards": args.shards,
+                "batch_size": args.batch_size,
+                "commands": runs[0]["commands"],
+                "commands_per_s": max(r["commands_per_s"] for r in runs),
+                "runs": [r["commands_per_s"] for r in runs],
+                "not_accepted": sum(r["not_accepted"] for r in runs),
+                "python": platform.python_version(),
+                "loop": type(asyncio.get_running_loop()).__module__.split(".")[0],
+                "hiredis": HIREDIS_AVAILABLE,
+                "cpus": os.cpu_count(),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    if "--uvloop" in sys.argv:
+        import uvloop
+
+        uvloop.install()
+    asyncio.run(main())
