@@ -4,10 +4,13 @@ Routes: ``services.gateway.routes`` (HTTP) and ``services.gateway.ws`` (WebSocke
 they share (Redis, store, hub, intake, rooms) are opened by the app's lifespan
 (``services.gateway.state``).  Every request body is capped at ``MAX_COMMAND_BYTES``.  OpenAPI:
 ``/docs`` and ``/openapi.json``, with the wire commands' JSON Schema as request bodies.
+Seat tokens travel in WebSocket query strings, so uvicorn's log lines show ``token=<redacted>``.
 """
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -30,6 +33,30 @@ DESCRIPTION = (
     "Tables, seats and seat tokens, commands, views and live events of Conquian tables. "
     "Every rejection is `{ok: false, code, message}` with a stable code; see docs/api.md."
 )
+
+
+_TOKEN = re.compile(r"(token=)[^&\s\"']+")
+
+
+class RedactTokens(logging.Filter):
+    """Replaces seat tokens in query strings of log records (uvicorn logs WebSocket paths)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                _TOKEN.sub(r"\1<redacted>", a) if isinstance(a, str) else a for a in record.args
+            )
+        if isinstance(record.msg, str):
+            record.msg = _TOKEN.sub(r"\1<redacted>", record.msg)
+        return True
+
+
+def redact_server_logs() -> None:
+    """Put :class:`RedactTokens` on uvicorn's loggers (once)."""
+    for name in ("uvicorn.error", "uvicorn.access"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RedactTokens) for f in logger.filters):
+            logger.addFilter(RedactTokens())
 
 
 class RequestMetrics:
@@ -60,6 +87,7 @@ class RequestMetrics:
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Return the gateway app for ``settings`` (default: from the environment)."""
     settings = settings or load_settings()
+    redact_server_logs()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
