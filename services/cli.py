@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from importlib import metadata
 from typing import TypeAlias
 
-from services import audit, project_cli, replay, selfplay
+from services import audit, project_cli, replay, selfplay, serve
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 Registrar = Callable[[Subparsers, str], argparse.ArgumentParser]
@@ -31,6 +31,7 @@ SUBCOMMANDS: list[tuple[str, Registrar]] = [
     ("audit", audit.add_parser),
     ("replay", replay.add_parser),
     ("project", project_cli.add_parser),
+    ("serve", serve.add_parser),
 ]
 
 
