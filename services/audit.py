@@ -189,7 +189,9 @@ class TableReport:
         if self.failure is not None:
             return f"FAILED {self.failure}"
         deals = f"{self.deals} deal{'s' if self.deals != 1 else ''}"
-        running = f", deal {self.running} running (cards not checkable yet)" if self.running else ""
+        running = (
+            f"; deal {self.running} still running, cards not checkable yet" if self.running else ""
+        )
         return (
             f"{self.table_id}: ok, {self.events} events, {deals} ({self.revealed} revealed"
             f"{running}), status {self.status or '-'}"

@@ -488,7 +488,8 @@ def test_a_running_deal_is_fine_but_unchecked(
     assert "seed is secret" in report["notes"][0]
     assert cli.main(["audit", "live-1", "--redis-url", redis_url, "--namespace", redis_ns]) == 0
     out = capsys.readouterr().out
-    assert "deal 1 running (cards not checkable yet)" in out and "  note: deal 1 is still" in out
+    assert "(0 revealed; deal 1 still running, cards not checkable yet)" in out
+    assert "  note: deal 1 is still" in out
 
 
 def test_a_running_deal_still_has_its_moves_checked(
