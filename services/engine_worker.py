@@ -683,7 +683,14 @@ class EngineWorker:
             self._service = self._service_factory(self.store)
         else:
             secret = await load_secret(self.client, settings.namespace, settings.token_secret)
-            self._service = TableService(self.store, token_hasher=SeatTokens(secret).token_hash)
+            deal_key = settings.insecure_deal_key
+            self._service = TableService(
+                self.store,
+                token_hasher=SeatTokens(secret).token_hash,
+                insecure_deal_key=bytes.fromhex(deal_key) if deal_key else None,
+            )
+            if deal_key:
+                self.log.warning("insecure deal key set: every deck is predictable")
         await self.create_groups()
         await self.app.start()
         await self.leases.heartbeat()

@@ -36,6 +36,10 @@ class Settings(BaseSettings):
     lease_ms: int = Field(default=10_000, ge=1_000)
     result_wait_ms: int = Field(default=5_000, ge=0)
     resume_gap: int = Field(default=500, ge=1)
+    insecure_deal_key: str | None = Field(
+        default=None,
+        description="hex key that makes decks predictable; benchmarks and tests only",
+    )
 
     @cached_property
     def keys(self) -> KeySpace:

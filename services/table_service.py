@@ -6,10 +6,15 @@ engine, turns the engine's events into wire events (a new deal gets a fresh secr
 commitment is published; a finished deal reveals it), and appends them with the command id in
 one atomic store call.  A rejection is recorded under the command id too, so a redelivered
 command gets the first answer and changes nothing.
+
+``insecure_deal_key`` makes every seed and first dealer a keyed function of the table id and
+deal number, so that a benchmark or a test can compute whole games in advance.  Anyone holding
+the key knows every deck: never set it in a deployment that deals real games.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import secrets as random_source
 import time
@@ -86,11 +91,13 @@ class TableService:
         dealer_source: Callable[[], int] = lambda: random_source.randbelow(2),
         token_hasher: TokenHasher | None = None,
         cache_size: int = 20_000,
+        insecure_deal_key: bytes | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.seed_source = seed_source
         self.dealer_source = dealer_source
+        self.insecure_deal_key = insecure_deal_key
         self.token_hasher = token_hasher
         self.cache_size = cache_size
         self._cache: OrderedDict[str, Table] = OrderedDict()
@@ -215,7 +222,7 @@ class TableService:
     def _create(self, table: Table, command: wc.CreateTable) -> Decision:
         if table.exists:
             raise TableError("table/exists", f"table {table.table_id!r} already exists")
-        dealer = self.dealer_source()
+        dealer = self._first_dealer(table.table_id)
         engine_command = to_engine_command(command, None, first_dealer=dealer)
         assert engine_command is not None  # create_table always maps to NewMatch
         events: list[wd.TableEvent] = []
@@ -248,7 +255,7 @@ class TableService:
         return decision
 
     def _next_deal(self, table: Table) -> Decision:
-        seed = self.seed_source()
+        seed = self._seed(table.table_id, table.deal_number + 1)
         number = table.deal_number + 1
         deck = shuffle(seed, SHUFFLE_ALGORITHM, deal_context(table.table_id, number))
         engine_events = decide(table.match, ea.StartDeal(deck))
@@ -256,6 +263,17 @@ class TableService:
         for engine_event in engine_events:
             events += to_wire(engine_event, commitment=commitment(seed))
         return Decision(events, {SEED_KEY.format(number=number): seed_hex(seed)}, {"deal": number})
+
+    def _seed(self, table_id: str, number: int) -> bytes:
+        """Return a fresh secret seed, or, with an insecure deal key, the keyed one."""
+        if self.insecure_deal_key is None:
+            return self.seed_source()
+        return hmac.digest(self.insecure_deal_key, f"seed/{table_id}/{number}".encode(), "sha256")
+
+    def _first_dealer(self, table_id: str) -> int:
+        if self.insecure_deal_key is None:
+            return self.dealer_source()
+        return hmac.digest(self.insecure_deal_key, f"dealer/{table_id}".encode(), "sha256")[0] & 1
 
     def _with_reveals(self, table: Table, engine_events: list[ee.Event]) -> list[wd.TableEvent]:
         """Map engine events to the wire, revealing the deal's seed when the deal ends."""
