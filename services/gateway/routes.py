@@ -185,11 +185,9 @@ async def join(table_id: str, request: Request) -> JSONResponse:
         refused("join")
         raise
     answer = await submit(gateway, command, None)
-    if not answer.ok:
+    if not answer.ok:  # the client knows its own key, never the derived id
         response = answer_response(answer, command)
-        if answer.pending:  # the client retries with its own key, not the derived id
-            response = JSONResponse({**answer.body(command), "command_id": key}, status_code=202)
-        return response
+        return JSONResponse({**answer.body(command), "command_id": key}, response.status_code)
     seat = answer.result.get("seat")
     if not isinstance(seat, int):
         raise ApiError("command/failed", "the join's result names no seat", status=500)

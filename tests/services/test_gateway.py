@@ -180,8 +180,10 @@ async def test_join_refusals(stack: Stack) -> None:
     assert missing.status_code == 404 and missing.json()["code"] == "table/not_found"
     await stack.create(table_id="full", deals=1)
     await stack.join("full", "Ana", seat=0)
-    taken = await stack.http.post("/tables/full/join", json={"name": "Bo", "seat": 0})
+    body = {"name": "Bo", "seat": 0, "command_id": "bo-join-key"}
+    taken = await stack.http.post("/tables/full/join", json=body)
     assert taken.status_code == 409 and taken.json()["code"] == "seat/taken"
+    assert taken.json()["command_id"] == "bo-join-key"
     await stack.join("full", "Bo")
     full = await stack.http.post("/tables/full/join", json={"name": "Cy"})
     assert full.status_code == 409 and full.json()["code"] == "table/full"

@@ -220,3 +220,20 @@ async def test_every_socket_shares_one_subscription(
     finally:
         for socket in sockets:
             await socket.close()
+
+
+def test_a_connection_that_falls_too_far_behind_is_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.gateway import live
+
+    monkeypatch.setattr(live, "MAX_QUEUE", 3)
+    connection = live.Connection(0)
+    for n in range(5):
+        connection.send({"kind": "event", "n": n})
+    assert connection.dropped is not None
+    queued = [connection.queue.get_nowait() for _ in range(connection.queue.qsize())]
+    assert queued == [
+        {"kind": "event", "n": 0},
+        {"kind": "event", "n": 1},
+        {"kind": "event", "n": 2},
+        None,
+    ]
