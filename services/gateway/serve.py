@@ -1,4 +1,7 @@
-"""Serving the gateway: ``python -m services.gateway`` (or ``conquian serve`` once registered).
+"""Serving the gateway alone: ``python -m services.gateway``.
+
+(``conquian serve``, ``services/serve.py``, supervises it with every other service; the deploy
+files run ``uvicorn --factory services.gateway.app:create_app``.)
 
 Settings come from the environment (``services.settings``); ``--host``/``--port`` override
 ``CONQUIAN_HTTP_HOST``/``CONQUIAN_HTTP_PORT``.  ``--with-worker`` and ``--with-projector`` run
@@ -12,13 +15,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from services.log import configure
 from services.settings import Settings, load_settings
-
-if TYPE_CHECKING:
-    from services.cli import Subparsers
 
 MAX_WS_MESSAGE = 64 * 1024
 
@@ -58,18 +58,6 @@ async def serve(
         for task in helpers:
             with contextlib.suppress(Exception):
                 await task
-
-
-def add_parser(subparsers: Subparsers, name: str) -> argparse.ArgumentParser:
-    """Add the ``serve`` subcommand (register it in ``services.cli.SUBCOMMANDS``)."""
-    parser = subparsers.add_parser(
-        name,
-        help="serve the HTTP and WebSocket gateway",
-        description="Serves the gateway (docs/api.md) with settings from the environment.",
-    )
-    _arguments(parser)
-    parser.set_defaults(handler=run)
-    return parser
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
