@@ -72,6 +72,8 @@ def children(args: argparse.Namespace) -> list[Child]:
                 args.host,
                 "--port",
                 str(args.port),
+                "--ws-max-size",
+                "65536",
                 "--no-access-log",
                 "--log-level",
                 "warning",
@@ -160,9 +162,7 @@ def _supervise(procs: list[Child], env: dict[str, str], stopping: list[int], log
                     child.restarts = 0
                 pause = min(30.0, 0.5 * 2**child.restarts)
                 child.next_start = now + pause
-                log.warning(
-                    "service died", service=child.name, status=status, restart_in_s=pause
-                )
+                log.warning("service died", service=child.name, status=status, restart_in_s=pause)
             elif now >= child.next_start:
                 child.restarts += 1
                 child.next_start = 0.0
