@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv test run lint schema bench clean
+.PHONY: venv test run lint schema bench bench-store bench-audit bench-pipeline clean
 
 venv: $(STAMP)
 
@@ -22,10 +22,19 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check engine events && $(VENV)/bin/mypy --strict engine events
 
 schema: $(STAMP)
-	$(PY) -m events.schema docs/schema
+	$(PY) -m events.schema docs/schema && $(PY) -m services.gateway.asyncapi docs/asyncapi.json
 
 bench: $(STAMP)
 	$(PY) bench/engine.py
+
+bench-store: $(STAMP)
+	$(PY) bench/store.py
+
+bench-audit: $(STAMP)
+	$(PY) bench/audit.py
+
+bench-pipeline: $(STAMP)
+	$(PY) bench/pipeline.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
