@@ -1,6 +1,6 @@
 """The engine worker against a real Redis: intake, idempotency, rejections, leases and claims.
 
-Each test runs workers in the test's own event loop and namespace (4 or 8 shards, 1 s leases),
+Each test runs workers in the test's own event loop and namespace (4 or 8 shards, 2 s leases),
 XADDs command entries the way the gateway does (``docs/services.md``) and reads the outcome
 from the store, the stream's pending list and the result hints.
 """
@@ -34,7 +34,7 @@ def make_settings(redis_url: str, ns: str, worker: str = "w1", **overrides: Any)
         "redis_url": redis_url,
         "namespace": ns,
         "shards": 4,
-        "lease_ms": 1000,
+        "lease_ms": 2000,
         "claim_idle_ms": 300,
         "batch_size": 50,
         "worker_id": f"{ns}-{worker}",
@@ -120,9 +120,12 @@ async def send(
     if shard is None:
         assert table_id is not None
         shard = settings.keys.shard_of(table_id)
-    entry = fields if fields is not None else {"c": raw, "s": "" if seat is None else str(seat)}
+    entry: dict[Any, Any] = (
+        dict(fields) if fields is not None else {"c": raw, "s": "" if seat is None else str(seat)}
+    )
     entry.setdefault("r", str(int(time.time() * 1000)))
-    entry_id: bytes = await client.xadd(settings.keys.cmd(shard), entry)
+    entry_id = await client.xadd(settings.keys.cmd(shard), entry)
+    assert isinstance(entry_id, bytes)
     return entry_id
 
 
@@ -186,7 +189,7 @@ class Hints:
         self.task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self.task
-        await self.pubsub.aclose()
+        await self.pubsub.aclose()  # type: ignore[no-untyped-call]
 
     async def wait(self, command_id: str) -> dict[str, Any]:
         await eventually(lambda: command_id in self.seen, 5)
@@ -359,25 +362,31 @@ async def lease_holders(client: redis.asyncio.Redis, settings: Settings) -> dict
     out: dict[int, str | None] = {}
     for shard in range(settings.shards):
         value = await client.get(lease_key(settings.keys, shard))
-        out[shard] = value.decode() if value is not None else None
+        out[shard] = value.decode() if isinstance(value, bytes) else value
     return out
+
+
+def appending(worker: EngineWorker) -> set[int]:
+    """The shards a worker may append for now (it holds a lease it knows to be valid)."""
+    return {s for s, r in worker.runners.items() if r.may_append()}
 
 
 async def test_two_workers_split_the_shards(
     redis_url: str, redis_ns: str, redis_client: redis.asyncio.Redis
 ) -> None:
-    a_settings = make_settings(redis_url, redis_ns, "a", shards=8)
-    b_settings = make_settings(redis_url, redis_ns, "b", shards=8)
+    # 2 s leases: both workers share this test's event loop, on a machine that may be busy
+    a_settings = make_settings(redis_url, redis_ns, "a", shards=8, lease_ms=2000)
+    b_settings = make_settings(redis_url, redis_ns, "b", shards=8, lease_ms=2000)
     store = RedisEventStore(redis_client, a_settings.keys)
     async with running(a_settings, Recording) as a, running(b_settings, Recording) as b:
         assert isinstance(a, Recording) and isinstance(b, Recording)
         overlap: list[set[int]] = []
-        deadline = time.monotonic() + 8
+        deadline = time.monotonic() + 10
         while time.monotonic() < deadline and not (len(a.owned) == len(b.owned) == 4):
-            overlap.append(set(a.runners) & set(b.runners))
+            overlap.append(appending(a) & appending(b))
             await asyncio.sleep(0.01)
         assert len(a.owned) == len(b.owned) == fair_share(8, 2) == 4
-        assert not any(overlap), "a shard was consumed by both workers"
+        assert not any(overlap), "two workers could append for one shard at once"
         assert a.owned | b.owned == set(range(8))
         holders = await lease_holders(redis_client, a_settings)
         assert {s for s, w in holders.items() if w == a.worker_id} == a.owned
@@ -389,17 +398,16 @@ async def test_two_workers_split_the_shards(
             await send(redis_client, a_settings, opening(table_id)[0])
         for table_id in tables:
             assert (await result_of(store, table_id, f"create-{table_id}"))["ok"] is True
-        owner = {t: a if a_settings.keys.shard_of(t) in a.owned else b for t in tables}
-        assert sorted(a.appended) == sorted(t for t in tables if owner[t] is a)
-        assert sorted(b.appended) == sorted(t for t in tables if owner[t] is b)
-        assert a.appended and b.appended  # both made progress
+        # each table appended once, by one of them, and both made progress
+        assert sorted(a.appended + b.appended) == sorted(tables)
+        assert a.appended and b.appended
 
 
 async def test_a_stopping_worker_hands_its_shards_over(
     redis_url: str, redis_ns: str, redis_client: redis.asyncio.Redis
 ) -> None:
-    a_settings = make_settings(redis_url, redis_ns, "a")
-    b_settings = make_settings(redis_url, redis_ns, "b")
+    a_settings = make_settings(redis_url, redis_ns, "a", lease_ms=2000)
+    b_settings = make_settings(redis_url, redis_ns, "b", lease_ms=2000)
     store = RedisEventStore(redis_client, a_settings.keys)
     async with running(b_settings, Recording) as b:
         async with running(a_settings, Recording) as a:
@@ -408,7 +416,7 @@ async def test_a_stopping_worker_hands_its_shards_over(
         # a released its leases and left the registry: b takes everything at its next tick
         holders = await lease_holders(redis_client, a_settings)
         assert a.worker_id not in holders.values()
-        await eventually(lambda: b.owned == {0, 1, 2, 3}, timeout=3)
+        await eventually(lambda: b.owned == {0, 1, 2, 3})
         tables = [table_on(a_settings, s, "H") for s in sorted(given)]
         for table_id in tables:
             await send(redis_client, a_settings, opening(table_id)[0])
@@ -425,7 +433,7 @@ async def test_a_lost_lease_stops_the_shard_at_once(
     async with running(settings) as worker:
         await eventually(lambda: worker.owned == {0, 1, 2, 3})
         key = lease_key(settings.keys, 2)
-        await redis_client.set(key, "intruder", px=3000)  # somebody else holds shard 2 now
+        await redis_client.set(key, "intruder", px=5000)  # somebody else holds shard 2 now
         await eventually(lambda: 2 not in worker.runners, timeout=3)
         table_id = table_on(settings, 2)
         create = opening(table_id)[0]
@@ -450,7 +458,7 @@ async def test_pending_entries_of_a_dead_consumer_are_claimed_in_order(
     for command in opening(table_id):
         await send(redis_client, settings, command)
     # a consumer read two entries and died before processing them
-    read = await redis_client.xreadgroup(GROUP, "ghost", {stream: ">"}, count=2)
+    read: Any = await redis_client.xreadgroup(GROUP, "ghost", {stream: ">"}, count=2)
     assert len(read[0][1]) == 2
     async with running(settings) as worker:
         results = [await result_of(store, table_id, c.command_id) for c in opening(table_id)]

@@ -116,7 +116,7 @@ class Client:
     stale: int = 0
 
     async def submit(self, command: wc.CommandModel, seat: int | None, twice: bool) -> Any:
-        fields = {
+        fields: dict[Any, Any] = {
             "c": command.model_dump_json(exclude_none=True),
             "s": "" if seat is None else str(seat),
             "r": str(int(time.time() * 1000)),
@@ -233,7 +233,7 @@ async def test_sigkill_mid_stream_loses_nothing_and_doubles_nothing(
     applied_not_acked = 0  # appended by the dead worker, not yet acknowledged
     for entry in held:
         for shard in range(SHARDS):
-            found = await redis_client.xrange(
+            found: Any = await redis_client.xrange(
                 settings.keys.cmd(shard), entry["message_id"], entry["message_id"]
             )
             if found:
@@ -267,7 +267,8 @@ async def test_sigkill_mid_stream_loses_nothing_and_doubles_nothing(
     recorded: dict[str, set[str]] = {t: set() for t in tables}
     for shard in range(SHARDS):
         for key in await redis_client.hkeys(settings.keys.cmdids(shard)):
-            table_id, _, command_id = key.decode().partition("|")
+            text = key.decode() if isinstance(key, bytes) else key
+            table_id, _, command_id = text.partition("|")
             recorded[table_id].add(command_id)
     for table_id in tables:
         sent_ids = [cid for cid, _ in client.sent[table_id]]
