@@ -1285,15 +1285,25 @@ class AuditSummary:
 
 
 def add_store_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--redis-url``, ``--namespace`` and ``--shards`` (shared with ``conquian replay``)."""
+    """Add ``--redis-url``, ``--namespace`` and ``--shards`` (shared with ``conquian replay``).
+
+    Their defaults are the deployment's settings (``services/settings.py``): ``REDIS_URL`` (or
+    ``CONQUIAN_REDIS_URL``), ``CONQUIAN_NAMESPACE`` (else ``cq``), ``CONQUIAN_SHARDS`` (else 16).
+    """
     parser.add_argument(
         "--redis-url",
-        default=os.environ.get("REDIS_URL"),
+        default=os.environ.get("REDIS_URL") or os.environ.get("CONQUIAN_REDIS_URL"),
         help="the Redis of the event store (default: $REDIS_URL)",
     )
-    parser.add_argument("--namespace", default="cq", help="key namespace (default cq)")
     parser.add_argument(
-        "--shards", type=int, default=16, help="shards of the deployment (default 16)"
+        "--namespace",
+        default=os.environ.get("CONQUIAN_NAMESPACE") or "cq",
+        help="key namespace (default: $CONQUIAN_NAMESPACE, else cq)",
+    )
+    parser.add_argument(
+        "--shards",
+        default=os.environ.get("CONQUIAN_SHARDS") or "16",
+        help="shards of the deployment (default: $CONQUIAN_SHARDS, else 16)",
     )
 
 
@@ -1326,7 +1336,11 @@ def store_keys(args: argparse.Namespace) -> KeySpace:
     if not args.redis_url:
         parser.error("give --redis-url or set REDIS_URL")
     try:
-        return KeySpace(args.namespace, args.shards)
+        shards = int(args.shards)
+    except ValueError:
+        parser.error(f"--shards must be a whole number, not {args.shards!r}")
+    try:
+        return KeySpace(args.namespace, shards)
     except ValueError as error:
         parser.error(str(error))
 
@@ -1396,6 +1410,12 @@ async def _audit_all(store: EventStore, args: argparse.Namespace) -> int:
     summary = AuditSummary()
     started = time.perf_counter()
     table_ids = sorted([t async for t in store.tables()])
+    if not table_ids:
+        keys = store.keys
+        sys.stderr.write(
+            f"conquian audit: no tables in namespace {keys.ns!r} with {keys.shards} shards "
+            "(are those the deployment's?)\n"
+        )
     bar = _progress(sys.stderr, len(table_ids)) if sys.stderr.isatty() else None
     async for report in audit_store(store, table_ids, args.batch):
         summary.add(report)

@@ -388,12 +388,19 @@ def add_parser(subparsers: Subparsers, name: str) -> argparse.ArgumentParser:
     )
     record.add_argument(
         "--redis-url",
-        default=os.environ.get("REDIS_URL"),
+        default=os.environ.get("REDIS_URL") or os.environ.get("CONQUIAN_REDIS_URL"),
         help="Redis to record into (default: $REDIS_URL)",
     )
-    record.add_argument("--namespace", default=None, help="key namespace of the store (default cq)")
     record.add_argument(
-        "--shards", type=_deal_count, default=None, help="shards of the deployment (default 16)"
+        "--namespace",
+        default=None,
+        help="key namespace of the store (default: $CONQUIAN_NAMESPACE, else cq)",
+    )
+    record.add_argument(
+        "--shards",
+        type=_deal_count,
+        default=None,
+        help="shards of the deployment (default: $CONQUIAN_SHARDS, else 16)",
     )
     record.add_argument(
         "--table-deals",
@@ -416,8 +423,10 @@ def run(args: argparse.Namespace) -> int:
             args.parser.error("--record needs --redis-url or REDIS_URL")
         from services.store.keys import DEFAULT_NS, DEFAULT_SHARDS, KeySpace
 
+        namespace = args.namespace or os.environ.get("CONQUIAN_NAMESPACE") or DEFAULT_NS
         try:
-            keys = KeySpace(args.namespace or DEFAULT_NS, args.shards or DEFAULT_SHARDS)
+            shards = args.shards or int(os.environ.get("CONQUIAN_SHARDS") or DEFAULT_SHARDS)
+            keys = KeySpace(namespace, shards)
         except ValueError as exc:
             args.parser.error(str(exc))
         result, tables = asyncio.run(_record(args.redis_url, keys, config, args, progress))

@@ -186,6 +186,28 @@ def test_all_prints_a_summary(
     assert [f["failure"]["code"] for f in data["failures"]] == ["audit/head_mismatch"]
 
 
+def test_the_deployment_settings_are_the_defaults(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    redis_url: str,
+    redis_ns: str,
+) -> None:
+    monkeypatch.setenv("CONQUIAN_NAMESPACE", redis_ns)
+    monkeypatch.setenv("CONQUIAN_SHARDS", "4")
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.setenv("CONQUIAN_REDIS_URL", redis_url)
+    assert cli.main(["selfplay", "--deals", "2", "--seed", "3", "--record"]) == 0
+    assert f"namespace {redis_ns}" in capsys.readouterr().out
+    assert cli.main(["audit", "--all"]) == 0
+    assert capsys.readouterr().out.startswith("audited 2 tables, ")
+    assert cli.main(["audit", "--all", "--shards", "16"]) == 0  # another deployment: empty
+    captured = capsys.readouterr()
+    assert captured.out.startswith("audited 0 tables, ")
+    assert f"no tables in namespace '{redis_ns}' with 16 shards" in captured.err
+    assert cli.main(["replay", "selfplay-3-1"]) == 0
+    assert "table selfplay-3-1" in capsys.readouterr().out
+
+
 def test_a_missing_table_fails(
     capsys: pytest.CaptureFixture[str], redis_url: str, tables: str
 ) -> None:
@@ -751,6 +773,8 @@ def test_comparing_fields_is_comparing_the_wire_form(bodies: list[dict[str, Any]
         (["t1", "--batch", "0"], "--batch must be at least 1"),
         (["t1", "--namespace", "a b"], "invalid key namespace"),
         (["t1", "--redis-url", ""], "give --redis-url or set REDIS_URL"),
+        (["t1", "--shards", "x"], "--shards must be a whole number, not 'x'"),
+        (["t1", "--shards", "0"], "shards"),
     ],
 )
 def test_usage_errors_exit_2(

@@ -210,6 +210,7 @@ def test_record_usage_errors(
     message: str,
 ) -> None:
     monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.delenv("CONQUIAN_REDIS_URL", raising=False)
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["selfplay", "--deals", "1", *args])
     assert exit_info.value.code == 2
