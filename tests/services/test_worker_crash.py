@@ -14,7 +14,7 @@ some with a stale version on purpose.  Afterwards:
   commands were sent; rejected commands left no event;
 * nothing is pending in any consumer group, and the second worker stops cleanly on SIGTERM,
   releasing its leases;
-* ``conquian audit --all`` passes, once that subcommand is registered.
+* ``conquian audit --all`` passes for all twenty tables.
 """
 
 from __future__ import annotations
@@ -303,14 +303,17 @@ async def test_sigkill_mid_stream_loses_nothing_and_doubles_nothing(
         f"{claimed}, client retries {client.duplicates}, stale {client.stale}"
     )
 
-    # the independent audit, once it is part of the CLI
-    if "audit" in dict(cli.SUBCOMMANDS):
-        audit = subprocess.run(
-            [sys.executable, "-m", "services.cli", "audit", "--all"],
-            cwd=REPO,
-            env=worker_env(redis_url, redis_ns, "auditor"),
-            capture_output=True,
-            timeout=60,
-            check=False,
-        )
-        assert audit.returncode == 0, audit.stdout[-3000:] + audit.stderr[-3000:]
+    # the independent audit: chain, commitments, every card and move re-decided, heads
+    assert "audit" in dict(cli.SUBCOMMANDS)
+    audit = subprocess.run(
+        [sys.executable, "-m", "services.cli", "audit", "--all", "--json"],
+        cwd=REPO,
+        env=worker_env(redis_url, redis_ns, "auditor"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert audit.returncode == 0, audit.stdout[-3000:] + audit.stderr[-3000:]
+    tally = json.loads(audit.stdout.strip().splitlines()[-1])
+    assert tally["ok"] is True and tally["tables"] == tally["tables_ok"] == TABLES, tally
