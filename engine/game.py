@@ -47,7 +47,7 @@ from engine.events import (
     StakesSettled,
     WentOut,
 )
-from engine.legal import default_take, forceable, legal_actions
+from engine.legal import default_take, forceable, is_legal
 from engine.melds import is_meld
 from engine.rules import Forcing, StakeOnDraw
 from engine.state import Deal, Match, Outcome, Phase, Termination, changed
@@ -143,7 +143,7 @@ def _decide_play(match: Match, play: Play) -> list[Event]:
         action = _resolve_take(match, deal, action)
     if isinstance(action, Take | MeldHand) and action.table is not None:
         action = replace(action, table=tuple(sorted(action.table)))
-    if action not in legal_actions(match):
+    if not is_legal(match, action):
         raise _why_illegal(match, deal, action)
     return _events_of(match, deal, action)
 
