@@ -6,6 +6,7 @@ Variables are prefixed ``CONQUIAN_`` (``CONQUIAN_SHARDS=32``); ``REDIS_URL`` is 
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 from functools import cached_property
 
@@ -28,7 +29,9 @@ class Settings(BaseSettings):
     shards: int = Field(default=16, ge=1, le=1024)
     http_host: str = "127.0.0.1"
     http_port: int = Field(default=8000, ge=0, le=65535)
-    worker_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+    worker_id: str = Field(
+        default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+    )
     token_secret: str | None = None
     log_level: str = "INFO"
     batch_size: int = Field(default=200, ge=1, le=10_000)

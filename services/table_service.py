@@ -213,6 +213,8 @@ class TableService:
         if seat is None or table.seats[seat] is None:
             raise TableError("seat/required", "only a seated player may send this command")
         if isinstance(command, wc.NextDeal):
+            if None in table.seats:
+                raise TableError("table/not_full", "a deal starts only with both seats taken")
             return self._next_deal(table)
         engine_command = to_engine_command(command, seat)
         if engine_command is None:  # pragma: no cover - join is handled above

@@ -32,6 +32,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "table/not_found": 404,
     "table/exists": 409,
     "table/full": 409,
+    "table/not_full": 409,
     "table/busy": 503,
     "view/not_ready": 503,
     "notation/invalid": 422,

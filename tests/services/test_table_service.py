@@ -139,3 +139,12 @@ async def test_a_fresh_service_folds_the_same_table(key: bytes | None) -> None:
     cached = await driver.service.load(driver.table_id)
     fresh = await TableService(store).load(driver.table_id)
     assert fresh.match == cached.match and fresh.version == cached.version
+
+
+async def test_the_next_deal_needs_both_seats() -> None:
+    driver = Driver(TableService(MemoryEventStore()))
+    await driver.send(None, type="create_table", deals=2)
+    await driver.send(None, type="join", name="ann", seat=1)
+    assert (await driver.send(1, type="next_deal")).code == "table/not_full"
+    table = await driver.service.load(driver.table_id)
+    assert table.deal_number == 0 and table.version == 2
