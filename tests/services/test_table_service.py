@@ -25,9 +25,9 @@ class Driver:
         self.table_id = table_id
         self.ids = (f"cmd-{i:08d}" for i in itertools.count())
 
-    async def send(self, seat: int | None, **fields: Any) -> Outcome:
+    async def send(self, sender: int | None, **fields: Any) -> Outcome:
         body = {"table_id": self.table_id, "command_id": next(self.ids), **fields}
-        return await self.service.execute(parse_command(body), seat)
+        return await self.service.execute(parse_command(body), sender)
 
     async def play_out(self, rng: random.Random) -> list[str]:
         """Play the match to its end with greedy bots; return the command types sent."""
