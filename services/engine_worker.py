@@ -58,9 +58,9 @@ policy: the handler XACKs with redis-py, in the pipeline that also publishes the
 FastStream's ``msg.ack()`` sends no XACK unless given the client and group.  Claims and sweeps
 are redis-py calls run beside the subscriber, under the same per-shard lock as the handler.
 
-**Turn clock.**  :meth:`EngineWorker.after_append` is called after every accepted (not
-duplicate) command with the new table; the turn clock fills it (deadlines in
-``<ns>:{sNN}:timers``).  It does nothing yet.
+**After an append.**  :meth:`EngineWorker.after_append` is called after every accepted (not
+duplicate) command with the new table: an observer hook (the tests use it to see which worker
+appended).  The turn clock is its own process that follows the feeds (docs/turn-clock.md).
 
 **Metrics.**  ``conquian_commands_total{result="accepted|rejected|duplicate"}`` and the histogram
 ``conquian_append_seconds`` (one pipelined append round trip) in the default Prometheus
@@ -667,11 +667,10 @@ class EngineWorker:
         return {s for s, r in self.runners.items() if not r.lost and not r.releasing}
 
     async def after_append(self, table: Table, outcome: Outcome) -> None:
-        """Hook for the turn clock, called after each accepted command with the new table.
+        """Observe an accepted command with the new table (a subclass hook; does nothing here).
 
-        The turn-clock engineer sets the table's deadline here (``<ns>:{sNN}:timers``).  It runs
-        after the append and before the XACK of the batch; a crash in between redelivers the
-        command, which then comes back as a duplicate and does not call this hook again.
+        It runs after the append and before the XACK of the batch; a crash in between redelivers
+        the command, which then comes back as a duplicate and does not call this hook again.
         """
         return None
 
