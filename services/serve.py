@@ -127,7 +127,9 @@ def run(args: argparse.Namespace) -> int:
         url = f"http://{args.host}:{args.port}"
         if _wait_ready(url, stopping):
             sys.stdout.write(
-                f"Conquian is running at {url}  (API docs: {url}/docs)\nPress Ctrl-C to stop.\n"
+                f"Conquian is running at {url}  (API docs: {url}/docs)\n"
+                f"Redis: {redact_url(redis_url)}  (conquian audit/replay --redis-url)\n"
+                "Press Ctrl-C to stop.\n"
             )
             sys.stdout.flush()
         _supervise(procs, env, stopping, log)
