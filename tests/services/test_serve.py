@@ -1,0 +1,96 @@
+"""``conquian serve`` (what ``make run`` starts): every service up, a table played, clean stop."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def http(method: str, url: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"content-type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        result: dict[str, Any] = json.loads(response.read())
+        return result
+
+
+def wait_for_line(stream: Any, needle: str, deadline: float) -> str:
+    while time.monotonic() < deadline:
+        line = stream.readline()
+        if not line:
+            break
+        if needle in line:
+            return str(line)
+    raise AssertionError(f"conquian serve never printed {needle!r}")
+
+
+def test_serve_runs_every_service_plays_a_bot_table_and_stops_on_ctrl_c(
+    redis_url: str, redis_ns: str
+) -> None:
+    port = free_port()
+    env = {
+        **os.environ,
+        "REDIS_URL": redis_url,
+        "CONQUIAN_NAMESPACE": redis_ns,
+        "CONQUIAN_SHARDS": "4",
+        "CONQUIAN_LOG_LEVEL": "WARNING",
+    }
+    argv = [sys.executable, "-m", "services.cli", "serve", "--port", str(port), "--workers", "1"]
+    serve = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        banner = wait_for_line(serve.stdout, "Conquian is running at", time.monotonic() + 120)
+        base = f"http://127.0.0.1:{port}"
+        assert base in banner
+        created = http("POST", f"{base}/tables", {"bots": {"0": "greedy", "1": "random"}})
+        table = created["table_id"]
+        deadline = time.monotonic() + 90
+        view: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            view = http("GET", f"{base}/tables/{table}")
+            if view.get("status") == "over":
+                break
+            time.sleep(0.5)
+        assert view.get("status") == "over", view
+        assert view["deal"]["outcome"] is not None
+        os.killpg(serve.pid, signal.SIGINT)  # what Ctrl-C sends to the terminal's process group
+        assert serve.wait(timeout=60) == 0
+    finally:
+        if serve.poll() is None:
+            os.killpg(serve.pid, signal.SIGKILL)
+            serve.wait()
+    audit = subprocess.run(
+        [sys.executable, "-m", "services.cli", "audit", table, "--json"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert audit.returncode == 0, audit.stdout + audit.stderr
