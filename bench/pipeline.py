@@ -1,0 +1,906 @@
+"""Pipeline benchmark: commands per second from the command streams to the table views.
+
+    .venv/bin/python bench/pipeline.py [--workers 1] [--shards 16] [--flood-tables 1000]
+        [--rate 5000] [--load-seconds 10] [--low-rate 100] [--low-seconds 10]
+        [--appendfsync everysec] [--games-cache /tmp/games.pickle]
+
+What runs: a private Redis (``services.redis_server.LocalRedis`` in a temporary folder, AOF on
+with ``--appendfsync``, as ``deploy/redis/redis.conf`` sets it), ``--workers`` engine workers
+(``python -m services.engine_worker``) and ``--projectors`` projectors (``python -m
+services.projector``) as subprocesses, with ``REDIS_URL``, ``CONQUIAN_NAMESPACE``,
+``CONQUIAN_SHARDS`` and ``CONQUIAN_INSECURE_DEAL_KEY`` set.  This process is the driver: it
+XADDs the commands (fields ``c``, ``s``, ``r`` as in docs/services.md) and listens to the view
+hints ``<table_id> <version>`` on ``<ns>:views``.
+
+The games are computed beforehand: a ``TableService`` on a ``MemoryEventStore`` with the same
+insecure deal key (so the same decks and first dealers) and a fixed clock plays whole matches of
+``--deals`` deals with bots (``--bots``, seat 0 and seat 1), recording each table's wire commands
+(create_table, two joins, moves with ``expected_version``, next_deal) and the table version each
+command leads to.  A table's commands are queued in stream order; the worker applies them in
+that order, so every command must be accepted with the precomputed versions: this is checked at
+the end of every phase (each command's recorded result is ``ok``, each head is at the expected
+version, each ``public`` view carries it).
+
+Phases (each on tables of its own):
+
+1. *flood*: every command of ``--flood-tables`` tables XADDed as fast as pipelines go (tables
+   interleaved round-robin); throughput = commands / time from the first XADD until every
+   table's view hint has reached its last version;
+2. *load*: commands at ``--rate`` (or the flood throughput if lower) for ``--load-seconds``;
+   latency of each command = from just before its XADD pipeline is sent to the first view hint
+   of its table with a version at least the one the command leads to.  The tables are
+   *staggered* (:func:`staggered`) so that the load is a steady state, not a thousand tables
+   opening at once: each table's games start at a random step, the commands before time 0 are
+   sent beforehand (a flood, not measured), and during the measurement tables at every stage
+   move, end, and new tables open;
+3. *low*: the same at ``--low-rate`` for ``--low-seconds``.
+
+Raw baselines, in the same run on the same Redis: redis-py pipelined XADD of the flood's own
+entries to a scratch stream (pipelines of 1000), pipelined XREADGROUP + XACK of them (group
+reads of 500, the XACK of one read sent with the next read), and a per-message loop that awaits
+XREADGROUP, XADD and XACK for every entry (what an unbatched handler does).
+
+Also reported: CPU seconds of every process per phase (``/proc/<pid>/stat``), the load average
+before and after, the machine.  Everything is bounded in count and time; the subprocesses and
+the Redis are stopped at the end, also on errors.  The last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import json
+import math
+import os
+import pickle
+import platform
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import redis.asyncio  # noqa: E402
+from redis.utils import HIREDIS_AVAILABLE  # noqa: E402
+
+from engine.bots import make_bot  # noqa: E402
+from events import commands as wc  # noqa: E402
+from events.mapping import to_wire_command  # noqa: E402
+from services.redis_server import LocalRedis  # noqa: E402
+from services.shard_leases import lease_key  # noqa: E402
+from services.store import MemoryEventStore  # noqa: E402
+from services.store.keys import KeySpace  # noqa: E402
+from services.table_service import TableService  # noqa: E402
+
+DEAL_KEY = "5eed" * 8
+"""The insecure deal key of the benchmark (hex): the worker deals what the generator dealt."""
+FIXED_CLOCK_MS = 1_700_000_000_000
+PIPELINE = 1000
+"""XADDs per pipeline when flooding."""
+TICK = 0.002
+"""Shortest sleep of the paced sender (it sends whatever is due when it wakes, in one
+pipeline): at 5,000 commands/s about 10 commands per pipeline."""
+
+
+# --- games -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Game:
+    """A table's commands in stream order: (entry fields, version after the command)."""
+
+    table_id: str
+    commands: list[tuple[dict[str, str], int, str]] = field(default_factory=list)
+
+    @property
+    def final(self) -> int:
+        return self.commands[-1][1]
+
+
+async def generate(
+    prefix: str, count: int, deals: int, bots: Sequence[str], seed: int
+) -> list[Game]:
+    """Play ``count`` whole matches in memory and record their wire commands."""
+    service = TableService(
+        MemoryEventStore(),
+        clock=lambda: FIXED_CLOCK_MS,
+        insecure_deal_key=bytes.fromhex(DEAL_KEY),
+    )
+    players = [make_bot(bots[0]), make_bot(bots[1])]
+    games = []
+    for i in range(count):
+        table_id = f"{prefix}{i:05d}"
+        rng = random.Random(f"{seed}/{table_id}")
+        game = Game(table_id)
+
+        async def run(command: wc.Command, seat: int | None, game: Game = game) -> None:
+            outcome = await service.execute(command, seat)
+            if not outcome.ok:
+                raise RuntimeError(f"generator: {command!r} refused: {outcome.result}")
+            fields = {
+                "c": command.model_dump_json(exclude_none=True),
+                "s": "" if seat is None else str(seat),
+                "r": "0",
+            }
+            game.commands.append((fields, outcome.last_version, command.command_id))
+
+        await run(wc.CreateTable(table_id=table_id, command_id=f"{table_id}-c", deals=deals), None)
+        await run(wc.Join(table_id=table_id, command_id=f"{table_id}-j0", name="ann"), None)
+        await run(wc.Join(table_id=table_id, command_id=f"{table_id}-j1", name="bob"), None)
+        for step in range(10_000):  # a deal takes ~50 commands; bounded all the same
+            table = service.cached(table_id)
+            assert table is not None and table.match is not None
+            match = table.match
+            if match.over:
+                break
+            command_id = f"{table_id}-{step:04d}"
+            if match.to_act is None:  # between deals
+                await run(
+                    wc.NextDeal(
+                        table_id=table_id, command_id=command_id, expected_version=table.version
+                    ),
+                    0,
+                )
+                continue
+            seat = match.to_act
+            action = players[seat].choose(match, seat, rng)
+            await run(to_wire_command(action, table_id, command_id, table.version), seat)
+        games.append(game)
+    return games
+
+
+async def games_for(args: argparse.Namespace) -> dict[str, list[Game]]:
+    """The games of every phase, from ``--games-cache`` when it holds the same parameters."""
+    plan = {
+        "warmup": ("w", args.warmup_tables),
+        "flood": ("f", args.flood_tables),
+        "load": ("l", args.load_tables),
+        "low": ("q", args.low_tables),
+    }
+    params = [plan, args.deals, args.bots, args.seed, DEAL_KEY]
+    digest = hashlib.sha256(repr(params).encode()).hexdigest()[:16]
+    cache = Path(args.games_cache) if args.games_cache else None
+    if cache is not None and cache.is_file():
+        with cache.open("rb") as fh:
+            stored = pickle.load(fh)
+        if stored.get("digest") == digest:
+            return stored["games"]  # type: ignore[no-any-return]
+    games = {}
+    for phase, (prefix, count) in plan.items():
+        games[phase] = await generate(prefix, count, args.deals, args.bots.split(","), args.seed)
+    if cache is not None:
+        with cache.open("wb") as fh:
+            pickle.dump({"digest": digest, "games": games}, fh)
+    return games
+
+
+Order = list[tuple[Game, int]]
+"""Commands to send, as (game, index of the command in the game)."""
+
+
+def interleave(games: Sequence[Game]) -> Order:
+    """(game, command index) round-robin over the tables: step 0 of every table, then step 1…"""
+    longest = max(len(g.commands) for g in games)
+    return [(g, k) for k in range(longest) for g in games if k < len(g.commands)]
+
+
+def staggered(games: Sequence[Game], commands: int, seed: int) -> tuple[Order, Order]:
+    """A steady state: tables at every stage of their game, new ones opening as others end.
+
+    Command ``k`` of table ``j`` gets the virtual time ``o_j + k`` (in steps of one command per
+    active table), with offsets ``o_j`` uniform in ``[-L_j, X]``: the commands before time 0 are
+    the *prefix* (sent beforehand, not measured); the measured part is the next ``commands``
+    ones in virtual-time order.  ``X`` is chosen so that ``commands`` fit: with ``N`` tables of
+    mean length ``L`` about ``N·L/(L+X)`` tables are active at any time, ``X`` steps each.
+    """
+    n = len(games)
+    mean = sum(len(g.commands) for g in games) / n
+    if commands >= n * mean:
+        raise ValueError(f"{n} tables hold fewer than the {commands} commands asked for")
+    span = commands * mean / (n * mean - commands) * 1.05
+    rng = random.Random(f"stagger/{seed}")
+    timed: list[tuple[float, int, Game, int]] = []
+    for j, game in enumerate(games):
+        offset = rng.uniform(-len(game.commands), span)
+        timed += [(offset + k, j, game, k) for k in range(len(game.commands))]
+    timed.sort(key=lambda x: (x[0], x[1]))
+    prefix = [(g, k) for t, _, g, k in timed if t < 0]
+    measured = [(g, k) for t, _, g, k in timed if t >= 0][:commands]
+    return prefix, measured
+
+
+# --- processes ---------------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process (and its reaped children), from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            parts = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    return sum(int(x) for x in parts[11:15]) / ticks
+
+
+class Services:
+    """The engine workers and projectors as subprocesses, logs in the run folder."""
+
+    def __init__(self, folder: Path, env: dict[str, str]) -> None:
+        self.folder = folder
+        self.env = env
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.others: dict[str, int] = {}
+        """Other processes whose CPU is counted (the Redis server)."""
+
+    def start(self, name: str, module: str, *args: str) -> None:
+        log = (self.folder / f"{name}.log").open("wb")
+        self.procs[name] = subprocess.Popen(
+            [sys.executable, "-m", module, *args],
+            cwd=ROOT,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+        )
+        log.close()
+
+    def check(self) -> None:
+        for name, proc in self.procs.items():
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} exited with {proc.returncode}:\n{self.tail(name)}")
+
+    def tail(self, name: str, lines: int = 15) -> str:
+        path = self.folder / f"{name}.log"
+        text = path.read_text(errors="replace") if path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def cpu(self) -> dict[str, float]:
+        out = {name: cpu_seconds(p.pid) for name, p in self.procs.items()}
+        out.update((name, cpu_seconds(pid)) for name, pid in self.others.items())
+        out["driver"] = time.process_time()
+        busy, total = machine_busy()
+        out["machine"] = busy
+        out["machine_total"] = total
+        return out
+
+    def profile(self, folder: Path, seconds: float) -> list[subprocess.Popen[bytes]]:
+        """py-spy (collapsed stacks, 100 Hz) of every service process for ``seconds``."""
+        spy = shutil.which("py-spy", path=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+        if spy is None:
+            raise RuntimeError("--profile needs py-spy (pip install py-spy)")
+        folder.mkdir(parents=True, exist_ok=True)
+        return [
+            subprocess.Popen(
+                [
+                    spy,
+                    "record",
+                    "-p",
+                    str(proc.pid),
+                    "-f",
+                    "raw",
+                    "-r",
+                    "100",
+                    "-d",
+                    str(int(seconds)),
+                    "-o",
+                    str(folder / f"{name}.txt"),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for name, proc in self.procs.items()
+        ]
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        for proc in self.procs.values():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+# --- the driver --------------------------------------------------------------------------------
+
+
+class Hints:
+    """Follows ``<ns>:views``: the newest view version of each table, and command latencies."""
+
+    def __init__(self, client: redis.asyncio.Redis, channel: str) -> None:
+        self.client = client
+        self.channel = channel
+        self.versions: dict[str, int] = {}
+        self.waiting: dict[str, deque[tuple[int, float]]] = {}
+        self.latencies: list[float] = []
+        self.goal: dict[str, int] = {}
+        self.done = asyncio.Event()
+        self.messages = 0
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self.pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        await self.pubsub.subscribe(self.channel)
+        self.task = asyncio.create_task(self._listen())
+
+    async def _listen(self) -> None:
+        now = time.perf_counter
+        versions = self.versions
+        waiting = self.waiting
+        latencies = self.latencies
+        while True:
+            message = await self.pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+            if message is None or message.get("type") != "message":
+                continue
+            t = now()
+            self.messages += 1
+            table_id, _, text = message["data"].decode().partition(" ")
+            version = int(text)
+            if version > versions.get(table_id, 0):
+                versions[table_id] = version
+            queue = waiting.get(table_id)
+            while queue and queue[0][0] <= version:
+                latencies.append(t - queue.popleft()[1])
+            goal = self.goal
+            target = goal.get(table_id)
+            if target is not None and version >= target:
+                del goal[table_id]
+                if not goal:
+                    self.done.set()
+
+    def expect(self, goals: dict[str, int]) -> None:
+        """Set the versions to wait for (``done`` is set once every table reached its own)."""
+        self.done.clear()
+        self.goal = {t: v for t, v in goals.items() if self.versions.get(t, 0) < v}
+        if not self.goal:
+            self.done.set()
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+        await self.pubsub.aclose()
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def ms(value: float | None) -> float | None:
+    return None if value is None else round(value * 1000, 2)
+
+
+class Driver:
+    def __init__(self, client: redis.asyncio.Redis, keys: KeySpace, hints: Hints) -> None:
+        self.client = client
+        self.keys = keys
+        self.hints = hints
+        self.streams: dict[str, str] = {}
+
+    def stream(self, table_id: str) -> str:
+        stream = self.streams.get(table_id)
+        if stream is None:
+            stream = self.streams[table_id] = self.keys.cmd(self.keys.shard_of(table_id))
+        return stream
+
+    async def flood(self, order: Order, timeout: float) -> dict[str, Any]:
+        """Every command at once; the time until every view has the version of its table's
+        last command."""
+        goals: dict[str, int] = {}
+        for game, k in order:
+            goals[game.table_id] = max(goals.get(game.table_id, 0), game.commands[k][1])
+        self.hints.expect(goals)
+        started = time.perf_counter()
+        for i in range(0, len(order), PIPELINE):
+            async with self.client.pipeline(transaction=False) as pipe:
+                for game, k in order[i : i + PIPELINE]:
+                    pipe.xadd(self.stream(game.table_id), game.commands[k][0])
+                await pipe.execute()
+        sent = time.perf_counter() - started
+        finished = await self._wait(timeout)
+        elapsed = time.perf_counter() - started
+        return {
+            "commands": len(order),
+            "tables": len(goals),
+            "xadd_seconds": round(sent, 3),
+            "seconds": round(elapsed, 3),
+            "commands_per_s": round(len(order) / elapsed) if finished else None,
+            "finished": finished,
+        }
+
+    async def paced(
+        self, order: Order, rate: float, seconds: float, timeout: float
+    ) -> dict[str, Any]:
+        """Commands at ``rate`` for ``seconds`` (or until they run out); their latencies."""
+        hints = self.hints
+        hints.latencies.clear()
+        last: dict[str, int] = {}
+        sent = 0
+        started = time.perf_counter()
+        limit = min(len(order), int(rate * seconds))
+        while sent < limit:
+            now = time.perf_counter()
+            if now - started > seconds * 3 + 5:  # the sender itself cannot keep up: stop
+                break
+            due = min(limit, int((now - started) * rate) + 1)
+            if due > sent:
+                async with self.client.pipeline(transaction=False) as pipe:
+                    batch = order[sent:due]
+                    for game, k in batch:
+                        pipe.xadd(self.stream(game.table_id), game.commands[k][0])
+                    t = time.perf_counter()
+                    for game, k in batch:
+                        version = game.commands[k][1]
+                        hints.waiting.setdefault(game.table_id, deque()).append((version, t))
+                        last[game.table_id] = version
+                    await pipe.execute()
+                sent = due
+            next_at = started + sent / rate
+            await asyncio.sleep(max(TICK, next_at - time.perf_counter()))
+        send_seconds = time.perf_counter() - started
+        hints.expect(last)
+        finished = await self._wait(timeout)
+        lat = list(hints.latencies)
+        unanswered = sum(len(q) for q in hints.waiting.values())
+        hints.waiting.clear()
+        return {
+            "commands": sent,
+            "tables": len(last),
+            "active_tables": len({g.table_id for g, _ in order[: max(1, int(rate))]}),
+            "rate_asked": rate,
+            "rate_sent": round(sent / send_seconds),
+            "seconds": round(send_seconds, 3),
+            "finished": finished,
+            "latencies": len(lat),
+            "unanswered": unanswered,
+            "p50_ms": ms(percentile(lat, 0.50)),
+            "p90_ms": ms(percentile(lat, 0.90)),
+            "p99_ms": ms(percentile(lat, 0.99)),
+            "max_ms": ms(max(lat) if lat else None),
+            "sent": last,
+        }
+
+    async def _wait(self, timeout: float) -> bool:
+        try:
+            await asyncio.wait_for(self.hints.done.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def verify(self, games: Sequence[Game], upto: dict[str, int] | None = None) -> int:
+        """Count the commands sent whose result is not ``ok`` or whose table's head or public
+        view is not at the expected version (0 when all is well)."""
+        bad = 0
+        for i in range(0, len(games), 200):
+            chunk = games[i : i + 200]
+            async with self.client.pipeline(transaction=False) as pipe:
+                expected: list[tuple[str, int]] = []
+                for game in chunk:
+                    final = game.final if upto is None else upto.get(game.table_id)
+                    if final is None:
+                        continue
+                    shard = self.keys.shard_of(game.table_id)
+                    fields = [
+                        self.keys.cmdid_field(game.table_id, command_id)
+                        for _, version, command_id in game.commands
+                        if version <= final
+                    ]
+                    pipe.hmget(self.keys.cmdids(shard), fields)
+                    pipe.hget(self.keys.head(game.table_id), "version")
+                    pipe.get(self.keys.table_view(game.table_id, "public"))
+                    expected.append((game.table_id, final))
+                replies = await pipe.execute()
+            for n, (_, final) in enumerate(expected):
+                results, head, view = replies[3 * n : 3 * n + 3]
+                for raw in results:
+                    ok = raw is not None and json.loads(raw.split(b" ", 2)[2]).get("ok") is True
+                    bad += not ok
+                bad += head is None or int(head) != final
+                bad += view is None or json.loads(view).get("version") != final
+        return bad
+
+
+# --- raw baselines -----------------------------------------------------------------------------
+
+
+async def raw_baselines(
+    client: redis.asyncio.Redis, ns: str, entries: Sequence[dict[str, str]]
+) -> dict[str, Any]:
+    """redis-py alone on the same Redis: pipelined XADD, pipelined XREADGROUP+XACK, and one
+    awaited XREADGROUP, XADD and XACK per message."""
+    scratch = f"{ns}:scratch"
+    out: dict[str, Any] = {"entries": len(entries)}
+    try:
+        started = time.perf_counter()
+        for i in range(0, len(entries), PIPELINE):
+            async with client.pipeline(transaction=False) as pipe:
+                for fields in entries[i : i + PIPELINE]:
+                    pipe.xadd(scratch, fields)
+                await pipe.execute()
+        out["xadd_per_s"] = round(len(entries) / (time.perf_counter() - started))
+
+        await client.xgroup_create(scratch, "g", id="0")
+        started = time.perf_counter()
+        read = 0
+        acks: list[bytes] = []
+        for _ in range(len(entries)):  # bounded: each round reads at least one entry
+            async with client.pipeline(transaction=False) as pipe:
+                if acks:
+                    pipe.xack(scratch, "g", *acks)
+                pipe.xreadgroup("g", "c", {scratch: ">"}, count=500)
+                replies = await pipe.execute()
+            reply = replies[-1]
+            rows = reply[0][1] if reply else []
+            acks = [entry_id for entry_id, _ in rows]
+            read += len(rows)
+            if not rows:
+                break
+        out["xreadgroup_xack_per_s"] = round(read / (time.perf_counter() - started))
+
+        out_stream = f"{ns}:scratch-out"
+        await client.xgroup_create(scratch, "h", id="0")
+        started = time.perf_counter()
+        handled = 0
+        while handled < 5000 and time.perf_counter() - started < 5:
+            reply = await client.xreadgroup("h", "c", {scratch: ">"}, count=1)
+            if not reply:
+                break
+            entry_id, fields = reply[0][1][0]
+            await client.xadd(out_stream, fields)
+            await client.xack(scratch, "h", entry_id)
+            handled += 1
+        out["per_message_awaited_per_s"] = round(handled / (time.perf_counter() - started))
+    finally:
+        await client.delete(scratch, f"{ns}:scratch-out")
+    return out
+
+
+# --- the run -----------------------------------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    model = platform.processor() or "?"
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+        for line in lscpu.splitlines():
+            if line.startswith("Model name:"):
+                model = line.split(":", 1)[1].strip()
+    return {
+        "cpu": model,
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "hiredis": HIREDIS_AVAILABLE,
+        "platform": platform.platform(),
+    }
+
+
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat."""
+    with open("/proc/stat") as fh:
+        values = [int(x) for x in fh.readline().split()[1:]]
+    ticks = os.sysconf("SC_CLK_TCK")
+    idle = values[3] + values[4]
+    return (sum(values) - idle) / ticks, sum(values) / ticks
+
+
+def loadavg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+async def wait_ready(
+    client: redis.asyncio.Redis, keys: KeySpace, workers: int, services: Services, timeout: float
+) -> None:
+    """Until every shard has an engine lease (held by ``workers`` workers) and a projector
+    lease."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        services.check()
+        async with client.pipeline(transaction=False) as pipe:
+            for s in range(keys.shards):
+                pipe.get(lease_key(keys, s))
+                pipe.get(keys.shard_key(s, "projlease"))
+            replies = await pipe.execute()
+        engine = replies[0::2]
+        projector = replies[1::2]
+        if all(engine) and all(projector) and len(set(engine)) == workers:
+            return
+        await asyncio.sleep(0.1)
+    raise RuntimeError("the workers or the projector did not take every shard in time")
+
+
+def reached(order: Order) -> dict[str, int]:
+    """The version each table of ``order`` reaches with its last command there."""
+    out: dict[str, int] = {}
+    for game, k in order:
+        out[game.table_id] = max(out.get(game.table_id, 0), game.commands[k][1])
+    return out
+
+
+async def phase(
+    name: str,
+    services: Services,
+    driver: Driver,
+    run: Any,
+    games: Sequence[Game],
+    before: Order = (),  # type: ignore[assignment]
+) -> dict[str, Any]:
+    """Run one measured part; then check every command sent so far on these tables."""
+    load_before = loadavg()
+    cpu_before = services.cpu()
+    wall = time.perf_counter()
+    result: dict[str, Any] = await run
+    wall = time.perf_counter() - wall
+    cpu_after = services.cpu()
+    services.check()
+    upto = reached(before)
+    for table_id, version in result.pop("sent", {}).items():
+        upto[table_id] = max(upto.get(table_id, 0), version)
+    result["bad"] = await driver.verify(games, upto)
+    result["verified_tables"] = len(upto)
+    cpu = {k: cpu_after[k] - cpu_before[k] for k in cpu_after}
+    capacity = cpu.pop("machine_total")
+    ours = sum(v for k, v in cpu.items() if k != "machine")
+    cpu["others"] = max(0.0, cpu["machine"] - ours)
+    cpu["machine_idle"] = max(0.0, capacity - cpu.pop("machine"))
+    result["cpu_s"] = {k: round(v, 2) for k, v in cpu.items()}
+    result["cpu_share"] = {k: round(v / wall, 2) for k, v in cpu.items()}
+    if result.get("commands"):
+        result["cpu_us_per_command"] = {
+            k: round(v / result["commands"] * 1e6)
+            for k, v in cpu.items()
+            if k not in ("others", "machine_idle")
+        }
+    result["loadavg"] = [load_before, loadavg()]
+    print(f"# {name}: {json.dumps(result)}", flush=True)
+    return result
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    load_start = loadavg()
+    t0 = time.perf_counter()
+    games = await games_for(args)
+    generated = time.perf_counter() - t0
+    count = {k: sum(len(g.commands) for g in v) for k, v in games.items()}
+    print(f"# games ready in {generated:.1f}s: {count}", flush=True)
+
+    folder = Path(tempfile.mkdtemp(prefix="conquian-pipeline-"))
+    ns = f"pb{uuid.uuid4().hex[:6]}"
+    keys = KeySpace(ns=ns, shards=args.shards)
+    server = LocalRedis(folder / "redis", appendfsync=args.appendfsync)
+    services: Services | None = None
+    client: redis.asyncio.Redis | None = None
+    hints: Hints | None = None
+    try:
+        url = args.url or server.start().url
+        client = redis.asyncio.Redis.from_url(url, decode_responses=False)
+        info = await client.info("server")
+        redis_version = info.get("redis_version") or info.get("valkey_version")
+        redis_pid = int(info["process_id"])
+        env = {
+            **os.environ,
+            "REDIS_URL": url,
+            "CONQUIAN_NAMESPACE": ns,
+            "CONQUIAN_SHARDS": str(args.shards),
+            "CONQUIAN_INSECURE_DEAL_KEY": DEAL_KEY,
+            "CONQUIAN_TOKEN_SECRET": "b" * 32,
+            "CONQUIAN_LOG_LEVEL": "WARNING",
+            "CONQUIAN_BATCH_SIZE": str(args.batch_size),
+        }
+        services = Services(folder, env)
+        if not args.url:
+            services.others["redis"] = redis_pid
+        for i in range(args.workers):
+            services.start(f"worker{i}", "services.engine_worker")
+        for i in range(args.projectors):
+            services.start(f"projector{i}", "services.projector")
+        await wait_ready(client, keys, args.workers, services, 60)
+
+        hints = Hints(client, f"{ns}:views")
+        await hints.start()
+        driver = Driver(client, keys, hints)
+
+        report: dict[str, Any] = {}
+        warm = await driver.flood(interleave(games["warmup"]), args.timeout)
+        if not warm["finished"]:
+            raise RuntimeError(f"warm-up did not finish: {warm}")
+
+        flood_order = interleave(games["flood"])
+        flood_entries = [g.commands[k][0] for g, k in flood_order]
+        raw = await raw_baselines(client, ns, flood_entries[: args.raw_entries])
+        print(f"# raw redis-py: {json.dumps(raw)}", flush=True)
+        report["raw"] = raw
+
+        def spy(name: str) -> list[subprocess.Popen[bytes]]:
+            if not args.profile or args.profile_phase != name:
+                return []
+            return services.profile(Path(args.profile), args.profile_seconds)
+
+        def unspy(spies: list[subprocess.Popen[bytes]]) -> None:
+            for process in spies:
+                try:
+                    process.wait(timeout=args.profile_seconds + 30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+
+        spies = spy("flood")
+        report["flood"] = await phase(
+            "flood",
+            services,
+            driver,
+            driver.flood(flood_order, args.timeout),
+            games["flood"],
+            before=flood_order,
+        )
+        unspy(spies)
+        sustained = report["flood"]["commands_per_s"] or 0
+        rate = min(args.rate, sustained) if sustained and not args.fixed_rate else args.rate
+
+        for name, tables, pace, seconds in (
+            ("load", games["load"], rate, args.load_seconds),
+            ("low", games["low"], args.low_rate, args.low_seconds),
+        ):
+            prefix, measured = staggered(tables, int(pace * seconds), args.seed)
+            ready = await driver.flood(prefix, args.timeout)  # tables already under way
+            if not ready["finished"]:
+                raise RuntimeError(f"the {name} prefix did not finish: {ready}")
+            print(f"# {name} prefix: {ready['commands']} commands, {ready['seconds']} s")
+            spies = spy(name)
+            report[name] = await phase(
+                name,
+                services,
+                driver,
+                driver.paced(measured, pace, seconds, args.timeout),
+                tables,
+                before=prefix,
+            )
+            report[name]["prefix_commands"] = ready["commands"]
+            unspy(spies)
+        report["redis_version"] = redis_version
+        report["hint_messages"] = hints.messages
+        report["load_start"] = load_start
+        return report
+    except BaseException:
+        if services is not None:
+            for name in services.procs:
+                sys.stderr.write(f"--- {name} log tail ---\n{services.tail(name)}\n")
+        raise
+    finally:
+        if hints is not None:
+            with contextlib.suppress(Exception):
+                await hints.stop()
+        if services is not None:
+            services.stop()
+        if client is not None:
+            if args.url:
+                with contextlib.suppress(Exception):
+                    batch = [k async for k in client.scan_iter(match=f"{ns}*", count=1000)]
+                    for i in range(0, len(batch), 500):
+                        await client.unlink(*batch[i : i + 500])
+            await client.aclose()
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def table(report: dict[str, Any]) -> str:
+    raw, flood, load, low = report["raw"], report["flood"], report["load"], report["low"]
+    rows = [
+        ("raw redis-py pipelined XADD", f"{raw['xadd_per_s']:,} entries/s"),
+        ("raw pipelined XREADGROUP + XACK", f"{raw['xreadgroup_xack_per_s']:,} entries/s"),
+        ("raw awaited read + write + ack per message", f"{raw['per_message_awaited_per_s']:,}/s"),
+        (
+            f"flood: {flood['commands']:,} commands, {flood['tables']:,} tables",
+            f"{flood['commands_per_s'] or 0:,} commands/s in {flood['seconds']} s",
+        ),
+        (
+            f"load: {load['rate_sent']:,}/s asked {load['rate_asked']:,}/s",
+            f"p50 {load['p50_ms']} ms  p99 {load['p99_ms']} ms  max {load['max_ms']} ms",
+        ),
+        (
+            f"low: {low['rate_sent']:,}/s",
+            f"p50 {low['p50_ms']} ms  p99 {low['p99_ms']} ms  max {low['max_ms']} ms",
+        ),
+    ]
+    width = max(len(r[0]) for r in rows)
+    return "\n".join(f"{a:<{width}}  {b}" for a, b in rows)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", help="use this Redis instead of a private one (keys deleted)")
+    parser.add_argument("--appendfsync", default="everysec", choices=["always", "everysec", "no"])
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--projectors", type=int, default=1)
+    parser.add_argument("--shards", type=int, default=16)
+    parser.add_argument("--batch-size", type=int, default=200)
+    parser.add_argument("--deals", type=int, default=1, help="deals per match")
+    parser.add_argument("--bots", default="greedy,random", help="bots of seat 0 and seat 1")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--warmup-tables", type=int, default=50)
+    parser.add_argument("--flood-tables", type=int, default=1000)
+    parser.add_argument("--load-tables", type=int, default=2200)
+    parser.add_argument("--low-tables", type=int, default=100)
+    parser.add_argument("--rate", type=float, default=5000.0, help="commands/s of the load phase")
+    parser.add_argument("--load-seconds", type=float, default=10.0)
+    parser.add_argument("--low-rate", type=float, default=100.0)
+    parser.add_argument("--low-seconds", type=float, default=10.0)
+    parser.add_argument("--raw-entries", type=int, default=50_000)
+    parser.add_argument("--timeout", type=float, default=180.0, help="per phase, seconds")
+    parser.add_argument("--games-cache", help="keep the generated games in this pickle file")
+    parser.add_argument("--profile", help="py-spy every service during the flood, into this folder")
+    parser.add_argument("--profile-seconds", type=float, default=20.0)
+    parser.add_argument("--profile-phase", default="flood", choices=["flood", "load", "low"])
+    parser.add_argument(
+        "--fixed-rate", action="store_true", help="load at --rate even above the flood's rate"
+    )
+    args = parser.parse_args()
+
+    from services.log import configure
+
+    configure("WARNING")
+    try:
+        import uvloop
+    except ImportError:
+        report = asyncio.run(run(args))
+    else:
+        report = uvloop.run(run(args))
+
+    raw, flood, load, low = report["raw"], report["flood"], report["load"], report["low"]
+    print(table(report))
+    sustained = flood["commands_per_s"]
+    summary = {
+        "bench": "pipeline",
+        "commands_per_s": sustained,
+        "raw_xadd_per_s": raw["xadd_per_s"],
+        "ratio": round(sustained / raw["xadd_per_s"], 3) if sustained else None,
+        "raw_xreadgroup_xack_per_s": raw["xreadgroup_xack_per_s"],
+        "raw_per_message_awaited_per_s": raw["per_message_awaited_per_s"],
+        "flood_commands": flood["commands"],
+        "flood_tables": flood["tables"],
+        "load_rate": load["rate_sent"],
+        "load_p50_ms": load["p50_ms"],
+        "load_p99_ms": load["p99_ms"],
+        "low_rate": low["rate_sent"],
+        "low_p50_ms": low["p50_ms"],
+        "low_p99_ms": low["p99_ms"],
+        "not_accepted_or_wrong_version": flood["bad"] + load["bad"] + low["bad"],
+        "cpu_share_flood": flood["cpu_share"],
+        "cpu_share_load": load["cpu_share"],
+        "workers": args.workers,
+        "projectors": args.projectors,
+        "shards": args.shards,
+        "batch_size": args.batch_size,
+        "appendfsync": args.appendfsync,
+        "redis": report["redis_version"],
+        "loadavg": [report["load_start"], low["loadavg"][1]],
+        "machine": machine(),
+    }
+    print(json.dumps(summary))
+    return 0 if summary["not_accepted_or_wrong_version"] == 0 and sustained else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
