@@ -53,8 +53,10 @@ logging).  Each owned shard gets a dynamically created batch subscriber (``Strea
 "engine", consumer=<worker id>, batch=True, max_records=batch_size)``, ``persistent=False``),
 started when the lease is taken and stopped when it is lost or released (``stop`` waits for
 the batch in hand).  The subscriber uses a parser that keeps the raw entries (FastStream's own
-parser decodes every field and fails the whole batch on one non-UTF-8 entry) and the manual ack
-policy: the handler XACKs with redis-py, in the pipeline that also publishes the hints, since
+parser decodes every field and fails the whole batch on one non-UTF-8 entry), a decoder that
+passes them to the handler as its argument (the broker has ``apply_types=False``: FastDepends
+resolved a ``Context`` argument in a worker thread, a thread hop for every batch), and the manual
+ack policy: the handler XACKs with redis-py, in the pipeline that also publishes the hints, since
 FastStream's ``msg.ack()`` sends no XACK unless given the client and group.  Claims and sweeps
 are redis-py calls run beside the subscriber, under the same per-shard lock as the handler.
 
@@ -80,11 +82,11 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
 import redis.asyncio
 import redis.exceptions
-from faststream import Context, FastStream
+from faststream import FastStream
 from faststream.middlewares import AckPolicy
 from faststream.redis import RedisBroker, StreamSub
 from faststream.redis.message import FAKE_CONSUMER, RedisBatchStreamMessage
@@ -246,9 +248,9 @@ async def _raw_batch(message: Mapping[str, Any]) -> RedisBatchStreamMessage:
     )
 
 
-async def _no_body(message: Any) -> None:
-    """FastStream decoder: the handler reads the raw entries itself."""
-    return None
+async def _raw_entries(message: RedisBatchStreamMessage) -> Mapping[str, Any]:
+    """FastStream decoder: the raw entries (``message_ids`` and ``data``) are the body."""
+    return message.raw_message  # type: ignore[no-any-return]
 
 
 # -- one shard --------------------------------------------------------------------------------
@@ -394,9 +396,9 @@ class ShardRunner:
         return {_b(p["message_id"]): max(int(p["times_delivered"]) - 1, 0) for p in pending}
 
     # -- processing ---------------------------------------------------------------------------
-    async def handle(self, message: Annotated[RedisBatchStreamMessage, Context("message")]) -> None:
-        """The FastStream handler: one XREADGROUP batch of the shard's command stream."""
-        raw = message.raw_message
+    async def handle(self, raw: Mapping[str, Any]) -> None:
+        """The FastStream handler: one XREADGROUP batch of the shard's command stream (the raw
+        entries, see :func:`_raw_entries`)."""
         await self.process(list(zip(raw["message_ids"], raw["data"], strict=True)))
 
     async def process(
@@ -650,6 +652,7 @@ class EngineWorker:
             graceful_timeout=max(2 * settings.lease_ms / 1000, 5.0),
             logger=faststream_log,
             log_level=logging.DEBUG,
+            apply_types=False,  # no injection: FastDepends ran each batch through a thread
         )
         self.app = FastStream(self.broker, logger=faststream_log)
         self.started = False
@@ -786,7 +789,7 @@ class EngineWorker:
             persistent=False,
             include_in_schema=False,
             parser=_raw_batch,
-            decoder=_no_body,
+            decoder=_raw_entries,
         )
         subscriber(runner.handle)
         return subscriber
