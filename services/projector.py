@@ -10,10 +10,11 @@ from the table streams alone; the projector never reads the deal seeds (see
 
 One round (:meth:`Projector.step`), three round trips whatever the number of shards:
 
-1. up to ``batch_size`` entries of every followed feed after its checkpoint: one read-only
-   script call per shard, all in one pipeline, each returning its entries as one string; only
-   when every feed is caught up does the round wait, with ``XREAD BLOCK`` on all of them at once
-   (it wakes on the first new entry, so a quiet deployment sees each command at once);
+1. up to ``batch_size`` entries of every followed feed after its checkpoint: one ``XREAD BLOCK``
+   on all of them at once, which answers at once with every feed that has entries, and
+   otherwise wakes on the first new entry (a quiet deployment sees each command at once).
+   Without waiting (``catch_up``, ``--once``), one read-only script call per shard, all in one
+   pipeline, each returning its entries as one string;
 2. group the entries by shard and table; for each table only the events it lacks are read:
    from the version in the in-memory fold cache, or, for a table not in the cache, the whole
    stream plus the version of its stored ``public`` view (so a projector that starts behind
@@ -49,9 +50,12 @@ Metrics (``prometheus_client`` default registry): ``conquian_projector_lag_secon
 the time of the newest event applied; 0 when a blocking read finds the feeds caught up) and
 ``conquian_projector_events_applied_total``.  Logs: structlog with ``table`` and ``version``.
 
-Redis Cluster: every script call touches the keys of one shard only, but the idle
-``XREAD BLOCK`` over all followed feeds spans slots; on a cluster, block on the shards of one
+Redis Cluster: every script call touches the keys of one shard only, but the ``XREAD BLOCK``
+over all followed feeds that starts each round spans slots; on a cluster, read the shards of one
 node per call (not done yet).
+
+``python -m services.projector`` and ``conquian project`` run on uvloop when it is installed
+(it comes with ``uvicorn[standard]``), as the engine worker does.
 """
 
 from __future__ import annotations
@@ -500,8 +504,9 @@ class Projector:
         if not followed:
             return RoundStats()
         await self.load_positions(followed)
-        batches = await self._read_feeds(followed)
-        if not batches and block_ms is not None:
+        if block_ms is None:
+            batches = await self._read_feeds(followed)
+        else:  # one command, whatever the number of shards (a script per shard cost 16 calls)
             batches = await self._wait_feeds(followed, block_ms)
             if not batches:
                 LAG.set(0)
@@ -962,10 +967,19 @@ def run_command(args: argparse.Namespace) -> int:
 
         start_http_server(args.metrics_port)
     try:
-        return asyncio.run(_run(args, settings))
+        return _run_loop(_run(args, settings))
     except ProjectorBusy as exc:
         sys.stderr.write(f"conquian project: {exc}\n")
         return 1
+
+
+def _run_loop(main: Any) -> int:
+    """Run the projector's coroutine on uvloop if installed (less CPU per round), else asyncio."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)  # type: ignore[no-any-return]
+    return uvloop.run(main)  # type: ignore[no-any-return]
 
 
 async def _run(args: argparse.Namespace, settings: Settings) -> int:
