@@ -50,6 +50,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import hashlib
 import json
 import math
@@ -69,6 +70,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -200,6 +202,9 @@ def interleave(games: Sequence[Game]) -> Order:
 def staggered(games: Sequence[Game], commands: int, seed: int) -> tuple[Order, Order]:
     """A steady state: tables at every stage of their game, new ones opening as others end.
 
+    The caller takes about ``2 * commands / L`` tables, so that about half of them are active
+    at once and each plays one command every ``seconds / L`` (0.2 s for 10 s): a fast bot table.
+
     Command ``k`` of table ``j`` gets the virtual time ``o_j + k`` (in steps of one command per
     active table), with offsets ``o_j`` uniform in ``[-L_j, X]``: the commands before time 0 are
     the *prefix* (sent beforehand, not measured); the measured part is the next ``commands``
@@ -225,15 +230,17 @@ def staggered(games: Sequence[Game], commands: int, seed: int) -> tuple[Order, O
 # --- processes ---------------------------------------------------------------------------------
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process (and its reaped children), from /proc."""
+def cpu_seconds(pid: int, system: bool = False) -> float:
+    """User + system CPU seconds of a process (and its reaped children), from /proc; with
+    ``system`` the system part only."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
             parts = fh.read().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
     ticks = os.sysconf("SC_CLK_TCK")
-    return sum(int(x) for x in parts[11:15]) / ticks
+    fields = (12, 14) if system else (11, 12, 13, 14)
+    return sum(int(parts[i]) for i in fields) / ticks
 
 
 class Services:
@@ -271,6 +278,7 @@ class Services:
     def cpu(self) -> dict[str, float]:
         out = {name: cpu_seconds(p.pid) for name, p in self.procs.items()}
         out.update((name, cpu_seconds(pid)) for name, pid in self.others.items())
+        out.update((f"{name}_sys", cpu_seconds(p.pid, True)) for name, p in self.procs.items())
         out["driver"] = time.process_time()
         busy, total = machine_busy()
         out["machine"] = busy
@@ -324,10 +332,15 @@ class Services:
 
 
 class Hints:
-    """Follows ``<ns>:views``: the newest view version of each table, and command latencies."""
+    """Follows ``<ns>:views``: the newest view version of each table, and command latencies.
 
-    def __init__(self, client: redis.asyncio.Redis, channel: str) -> None:
-        self.client = client
+    The subscription is a bare socket read by a small RESP parser, not redis-py's ``PubSub``:
+    the driver shares the two cores with what it measures, and redis-py spends tens of
+    microseconds per message.
+    """
+
+    def __init__(self, url: str, channel: str) -> None:
+        self.url = url
         self.channel = channel
         self.versions: dict[str, int] = {}
         self.waiting: dict[str, deque[tuple[int, float]]] = {}
@@ -336,36 +349,54 @@ class Hints:
         self.done = asyncio.Event()
         self.messages = 0
         self.task: asyncio.Task[None] | None = None
+        self.writer: asyncio.StreamWriter | None = None
 
     async def start(self) -> None:
-        self.pubsub = self.client.pubsub(ignore_subscribe_messages=True)
-        await self.pubsub.subscribe(self.channel)
-        self.task = asyncio.create_task(self._listen())
+        parts = urlsplit(self.url)
+        reader, self.writer = await asyncio.open_connection(
+            parts.hostname or "127.0.0.1", parts.port or 6379
+        )
+        channel = self.channel.encode()
+        self.writer.write(b"*2\r\n$9\r\nSUBSCRIBE\r\n$%d\r\n%s\r\n" % (len(channel), channel))
+        await self.writer.drain()
+        self.task = asyncio.create_task(self._listen(reader))
 
-    async def _listen(self) -> None:
+    async def _listen(self, reader: asyncio.StreamReader) -> None:
+        """Read ``*3 $7 message $n <channel> $m <data>`` pushes (and the subscribe answer)."""
         now = time.perf_counter
         versions = self.versions
         waiting = self.waiting
         latencies = self.latencies
+        buf = b""
         while True:
-            message = await self.pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-            if message is None or message.get("type") != "message":
-                continue
+            chunk = await reader.read(1 << 16)
+            if not chunk:
+                return
             t = now()
-            self.messages += 1
-            table_id, _, text = message["data"].decode().partition(" ")
-            version = int(text)
-            if version > versions.get(table_id, 0):
-                versions[table_id] = version
-            queue = waiting.get(table_id)
-            while queue and queue[0][0] <= version:
-                latencies.append(t - queue.popleft()[1])
-            goal = self.goal
-            target = goal.get(table_id)
-            if target is not None and version >= target:
-                del goal[table_id]
-                if not goal:
-                    self.done.set()
+            buf += chunk
+            pos = 0
+            while True:  # one complete push at a time; keep a partial one for the next read
+                items = _resp_array(buf, pos)
+                if items is None:
+                    break
+                values, pos = items
+                if len(values) != 3 or values[0] != b"message":
+                    continue
+                self.messages += 1
+                table_id, _, text = values[2].decode().partition(" ")
+                version = int(text)
+                if version > versions.get(table_id, 0):
+                    versions[table_id] = version
+                queue = waiting.get(table_id)
+                while queue and queue[0][0] <= version:
+                    latencies.append(t - queue.popleft()[1])
+                goal = self.goal
+                target = goal.get(table_id)
+                if target is not None and version >= target:
+                    del goal[table_id]
+                    if not goal:
+                        self.done.set()
+            buf = buf[pos:]
 
     def expect(self, goals: dict[str, int]) -> None:
         """Set the versions to wait for (``done`` is set once every table reached its own)."""
@@ -379,7 +410,40 @@ class Hints:
             self.task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self.task
-        await self.pubsub.aclose()
+        if self.writer is not None:
+            self.writer.close()
+            with contextlib.suppress(Exception):
+                await self.writer.wait_closed()
+
+
+def _resp_array(buf: bytes, pos: int) -> tuple[list[bytes | int], int] | None:
+    """One RESP2 array of bulk strings and integers at ``pos``, and the position after it; None
+    when it is not complete yet."""
+    end = buf.find(b"\r\n", pos)
+    if end < 0:
+        return None
+    if buf[pos : pos + 1] != b"*":
+        raise ValueError(f"unexpected reply {buf[pos : pos + 40]!r}")
+    count = int(buf[pos + 1 : end])
+    pos = end + 2
+    values: list[bytes | int] = []
+    for _ in range(count):
+        end = buf.find(b"\r\n", pos)
+        if end < 0:
+            return None
+        kind, text = buf[pos : pos + 1], buf[pos + 1 : end]
+        if kind == b":":
+            values.append(int(text))
+            pos = end + 2
+        elif kind == b"$":
+            size = int(text)
+            if len(buf) < end + 2 + size + 2:
+                return None
+            values.append(buf[end + 2 : end + 2 + size])
+            pos = end + 2 + size + 2
+        else:
+            raise ValueError(f"unexpected reply {buf[pos : pos + 40]!r}")
+    return values, pos
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -649,11 +713,13 @@ async def phase(
 ) -> dict[str, Any]:
     """Run one measured part; then check every command sent so far on these tables."""
     load_before = loadavg()
+    await driver.client.config_resetstat()
     cpu_before = services.cpu()
     wall = time.perf_counter()
     result: dict[str, Any] = await run
     wall = time.perf_counter() - wall
     cpu_after = services.cpu()
+    stats = await driver.client.info("commandstats")
     services.check()
     upto = reached(before)
     for table_id, version in result.pop("sent", {}).items():
@@ -662,16 +728,24 @@ async def phase(
     result["verified_tables"] = len(upto)
     cpu = {k: cpu_after[k] - cpu_before[k] for k in cpu_after}
     capacity = cpu.pop("machine_total")
+    system = {k.removesuffix("_sys"): cpu.pop(k) for k in list(cpu) if k.endswith("_sys")}
     ours = sum(v for k, v in cpu.items() if k != "machine")
     cpu["others"] = max(0.0, cpu["machine"] - ours)
     cpu["machine_idle"] = max(0.0, capacity - cpu.pop("machine"))
     result["cpu_s"] = {k: round(v, 2) for k, v in cpu.items()}
     result["cpu_share"] = {k: round(v / wall, 2) for k, v in cpu.items()}
+    result["system_share"] = {k: round(v / cpu[k], 2) if cpu[k] else 0 for k, v in system.items()}
     if result.get("commands"):
         result["cpu_us_per_command"] = {
             k: round(v / result["commands"] * 1e6)
             for k, v in cpu.items()
             if k not in ("others", "machine_idle")
+        }
+    if result.get("commands"):  # Redis calls per command, all clients (EVALSHA: scripts)
+        result["redis_calls_per_command"] = {
+            k.removeprefix("cmdstat_"): round(v["calls"] / result["commands"], 2)
+            for k, v in sorted(stats.items(), key=lambda kv: -kv[1]["calls"])
+            if v["calls"] >= result["commands"] / 20
         }
     result["loadavg"] = [load_before, loadavg()]
     print(f"# {name}: {json.dumps(result)}", flush=True)
@@ -682,6 +756,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     load_start = loadavg()
     t0 = time.perf_counter()
     games = await games_for(args)
+    gc.collect()
+    gc.freeze()  # the games are many objects: keep the collector from walking them again
     generated = time.perf_counter() - t0
     count = {k: sum(len(g.commands) for g in v) for k, v in games.items()}
     print(f"# games ready in {generated:.1f}s: {count}", flush=True)
@@ -718,7 +794,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             services.start(f"projector{i}", "services.projector")
         await wait_ready(client, keys, args.workers, services, 60)
 
-        hints = Hints(client, f"{ns}:views")
+        hints = Hints(url, f"{ns}:views")
         await hints.start()
         driver = Driver(client, keys, hints)
 
@@ -763,7 +839,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             ("load", games["load"], rate, args.load_seconds),
             ("low", games["low"], args.low_rate, args.low_seconds),
         ):
-            prefix, measured = staggered(tables, int(pace * seconds), args.seed)
+            commands = int(pace * seconds)
+            mean = sum(len(g.commands) for g in tables) / len(tables)
+            tables = tables[: max(2, min(len(tables), math.ceil(2.2 * commands / mean)))]
+            prefix, measured = staggered(tables, commands, args.seed)
             ready = await driver.flood(prefix, args.timeout)  # tables already under way
             if not ready["finished"]:
                 raise RuntimeError(f"the {name} prefix did not finish: {ready}")
@@ -832,7 +911,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="use this Redis instead of a private one (keys deleted)")
     parser.add_argument("--appendfsync", default="everysec", choices=["always", "everysec", "no"])
-    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--projectors", type=int, default=1)
     parser.add_argument("--shards", type=int, default=16)
     parser.add_argument("--batch-size", type=int, default=200)
