@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import hashlib
 import io
 import json
 import random
+import struct
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -23,6 +25,7 @@ import redis.asyncio
 from engine.cards import ALL_CARDS, format_card
 from events.chain import GENESIS_HASH, canonical_json, event_hash
 from events.envelope import BODY_KEYS
+from events.fairness import SHUFFLE_ALGORITHM, deal_context, shuffle
 from events.mapping import to_engine
 from events.upcast import parse_event
 from services import audit, cli
@@ -37,9 +40,9 @@ from services.audit import (
     load_tables,
 )
 from services.selfplay import SelfplayConfig, record_selfplay
-from services.store import KeySpace, MemoryEventStore, RedisEventStore
-from services.store.base import Head, StoredEvent
-from services.store.redis_store import pack_body, unpack_body
+from services.store import KeySpace, MemoryEventStore, RedisEventStore, StoreError
+from services.store.base import EventStore, Head, StoredEvent
+from services.store.redis_store import decode_packed, pack_body, unpack_body
 from services.table_service import TableService
 
 SEED = 11
@@ -528,29 +531,33 @@ def test_a_running_deal_still_has_its_moves_checked(
 
 
 async def _start_a_table(url: str, ns: str, table_id: str, moves: int) -> None:
+    client = redis.asyncio.Redis.from_url(url, decode_responses=False)
+    try:
+        await _play_a_table(RedisEventStore(client, KeySpace(ns)), table_id, moves)
+    finally:
+        await client.aclose()
+
+
+async def _play_a_table(store: EventStore, table_id: str, moves: int) -> None:
+    """Create a two-deal table with two players and play ``moves`` random moves."""
     from engine.bots import RandomBot
     from events import commands as wc
     from events.mapping import to_wire_command
 
-    client = redis.asyncio.Redis.from_url(url, decode_responses=False)
-    try:
-        store = RedisEventStore(client, KeySpace(ns))
-        service = TableService(store, seed_source=lambda: bytes(range(32)), dealer_source=int)
-        create = wc.CreateTable(table_id=table_id, command_id="create-0001", deals=2)
-        assert (await service.execute(create, None)).ok
-        for seat in (0, 1):
-            join = wc.Join(table_id=table_id, command_id=f"join-000{seat}", name=f"player {seat}")
-            assert (await service.execute(join, None)).ok
-        rng = random.Random(3)
-        for n in range(moves):
-            table = await service.load(table_id)
-            assert table.match is not None and table.match.to_act is not None
-            seat = table.match.to_act
-            action = RandomBot().choose(table.match, seat, rng)
-            command = to_wire_command(action, table_id, f"move-{n:04d}")
-            assert (await service.execute(command, seat)).ok
-    finally:
-        await client.aclose()
+    service = TableService(store, seed_source=lambda: bytes(range(32)), dealer_source=int)
+    create = wc.CreateTable(table_id=table_id, command_id="create-0001", deals=2)
+    assert (await service.execute(create, None)).ok
+    for seat in (0, 1):
+        join = wc.Join(table_id=table_id, command_id=f"join-000{seat}", name=f"player {seat}")
+        assert (await service.execute(join, None)).ok
+    rng = random.Random(3)
+    for n in range(moves):
+        table = await service.load(table_id)
+        assert table.match is not None and table.match.to_act is not None
+        seat = table.match.to_act
+        action = RandomBot().choose(table.match, seat, rng)
+        command = to_wire_command(action, table_id, f"move-{n:04d}")
+        assert (await service.execute(command, seat)).ok
 
 
 def test_two_deal_tables_check_each_commitment() -> None:
@@ -759,6 +766,290 @@ def test_comparing_fields_is_comparing_the_wire_form(bodies: list[dict[str, Any]
         )
         assert audit.same_event(slow, engine_event)  # the wire dump, compared field for field
     assert compared > len(bodies)
+
+
+# --- the fast path certifies only what the full audit passes -------------------------------------
+
+Entry = tuple[bytes, bytes]  # a stored body (``pack_body``) and its raw hash
+
+
+def _tables_in_memory() -> dict[str, tuple[list[Entry], Head]]:
+    """Recorded tables as Redis stores them: one- and two-deal tables and a running deal."""
+    store = MemoryEventStore()
+    asyncio.run(record_selfplay(SelfplayConfig(4, 5, ("greedy", "random")), store, table_deals=2))
+    asyncio.run(record_selfplay(SelfplayConfig(2, 9, ("random", "greedy")), store))
+    asyncio.run(_play_a_table(store, "live-9", moves=14))
+
+    async def read() -> dict[str, tuple[list[Entry], Head]]:
+        out = {}
+        async for t in store.tables():
+            events = await store.read(t)
+            entries = [(pack_body(e.body), bytes.fromhex(e.hash)) for e in events]
+            out[t] = (entries, await store.head(t))
+        return out
+
+    return asyncio.run(read())
+
+
+@pytest.fixture(scope="module")
+def stored_tables() -> dict[str, tuple[list[Entry], Head]]:
+    return _tables_in_memory()
+
+
+def _fast(table_id: str, entries: list[Entry], head: Head) -> TableReport | None:
+    """The fast path on what ``_FAST_READ_LUA`` would return for these entries."""
+    hashes = b"".join(h for _, h in entries)
+    return audit.audit_packed(
+        table_id, head, len(entries), hashes, b"\x1e".join(b for b, _ in entries)
+    )
+
+
+def _full(table_id: str, entries: list[Entry], head: Head) -> TableReport:
+    """The full audit of these entries as ``load_tables`` reads them from Redis."""
+    frames = b"".join(
+        struct.pack(">BBI", len(f"{v}-1"), len(h), len(b)) + f"{v}-1".encode() + h + b
+        for v, (b, h) in enumerate(entries, 1)
+    )
+    events: list[StoredEvent] = []
+    corrupt = None
+    try:
+        decode_packed(table_id, frames, 1, GENESIS_HASH, events)
+    except StoreError:  # read entry by entry, as ``_read_carefully`` does
+        events = []
+        prev = GENESIS_HASH
+        for version, (raw, digest) in enumerate(entries, 1):
+            try:
+                body = unpack_body(table_id, version, raw)
+            except StoreError as error:
+                corrupt = (version, str(error))
+                break
+            events.append(StoredEvent(table_id, version, body, digest.hex(), prev))
+            prev = digest.hex()
+    return audit.LoadedTable(table_id, events, head, corrupt).audit()
+
+
+def _rechain(
+    table_id: str, entries: list[Entry], head: Head, fast_text: bool, start: int = 0
+) -> tuple[list[Entry], Head]:
+    """The entries with every hash from ``start`` on recomputed, as a forger would: from the
+    decoded body, or (``fast_text``) from the stored text as the fast path splices it."""
+    out: list[Entry] = entries[:start]
+    prev = entries[start - 1][1].hex() if start else GENESIS_HASH
+    for version, (raw, _) in enumerate(entries[start:], start + 1):
+        digest = None
+        parts = raw.decode("utf-8", "replace").split("\x1f")
+        shape = audit._FAST_SHAPES.get(parts[0]) if len(parts) == 6 else None
+        if fast_text and shape is not None and shape[1] is not None:
+            _kind, _v, cid, causation, moment, text = parts
+            caused = f'"causation":"{causation}",' if causation else ""
+            spliced = shape[1](prev, caused, cid, table_id, moment, version, text)
+            digest = hashlib.sha256(spliced.encode("utf-8")).hexdigest()
+        else:
+            try:
+                digest = event_hash(prev, unpack_body(table_id, version, raw))
+            except (StoreError, TypeError, ValueError):
+                digest = prev  # cannot be hashed: any hash will do
+        out.append((raw, bytes.fromhex(digest)))
+        prev = digest
+    return out, Head(len(out), prev, head.status)
+
+
+def _variants(raw: bytes) -> list[bytes]:
+    """A stored body changed in one way at a time: each part, the payload text, the framing."""
+    text = raw.decode("utf-8")
+    parts = text.split("\x1f")
+    out = [text + "\x1f", text.replace("\x1f", "", 1), text.replace("\x1f", "\x1e", 1)]
+    out.append(text + "\x1ex")
+    kind, v, cid, _causation, moment, payload = parts
+    swaps = {"card_refused": "card_left", "card_left": "card_refused", "went_out": "resigned"}
+    changes: list[tuple[int, str]] = [
+        (0, swaps.get(kind, "card_turned" if kind != "card_turned" else "card_wasted")),
+        (0, kind + "x"),
+        (0, ""),
+        (1, "2" if v == "1" else "1"),
+        (1, "0" + v),
+        (1, " " + v),
+        (1, ""),
+        (2, "bad id!"),
+        (2, cid[:-1] + ("0" if cid[-1] != "0" else "1")),
+        (2, ""),
+        (3, "cause-1:3"),
+        (3, "bad cause!"),
+        (4, "0" + moment),
+        (4, "-1"),
+        (4, moment + ".0"),
+        (4, str(2**53)),
+        (4, "1e3"),
+        (4, ""),
+    ]
+    for old, new in [
+        (":", ": "),
+        ('"seat":0', '"seat":1'),
+        ('"seat":1', '"seat":0'),
+        ('"seat":0', '"seat":false'),
+        ('"seat":1', '"seat":true'),
+        ("false", "0"),
+        ("true", "1"),
+        ("null", "0"),
+        ('"winner":0', '"winner":null'),
+        ('"card":"', '"card":"K'),
+        ('"card"', '"\\u0063ard"'),
+        ("[[", "[ ["),
+        ('"],["', '"],[]]'),
+        ('","', '" ,"'),
+        ("1", "2"),
+        ("0", "1"),
+        ("C", "c"),
+    ]:
+        if old in payload:
+            changes.append((5, payload.replace(old, new, 1)))
+    items = payload.split(',"')
+    if len(items) > 1:
+        changes.append((5, ',"'.join(items[1:]) + ',"' + items[0]))  # fields out of order
+    changes += [
+        (5, payload + ',"extra":1'),
+        (5, payload + ',"seat":0'),
+        (5, payload[:-1]),
+        (5, ""),
+        (5, payload + "}"),
+        (5, payload + "},{"),
+    ]
+    for i, new in changes:
+        changed = list(parts)
+        changed[i] = new
+        out.append("\x1f".join(changed))
+    return [o.encode("utf-8") for o in out if o != text]
+
+
+def test_the_fast_path_certifies_recorded_tables(
+    stored_tables: dict[str, tuple[list[Entry], Head]],
+) -> None:
+    assert len(stored_tables) == 5
+    for table_id, (entries, head) in stored_tables.items():
+        full = _full(table_id, entries, head)
+        assert full.ok
+        assert _fast(table_id, entries, head) == full, table_id
+    assert _full("live-9", *stored_tables["live-9"]).running == 1
+
+
+def test_the_fast_path_certifies_nothing_the_full_audit_fails(
+    stored_tables: dict[str, tuple[list[Entry], Head]],
+) -> None:
+    """Every stored body changed in every way, the chain left or recomputed: the fast path
+    either gives up (None) or gives the full audit's report, a clean one."""
+    tried = certified = 0
+    for table_id in ("selfplay-9-0", "live-9"):
+        entries, head = stored_tables[table_id]
+        seen: set[str] = set()
+        for i, (raw, digest) in enumerate(entries):
+            kind = raw.split(b"\x1f", 1)[0].decode()
+            if kind in seen and i < len(entries) - 1:  # every type, and the last event
+                continue
+            seen.add(kind)
+            for new in _variants(raw):
+                changed = [*entries[:i], (new, digest), *entries[i + 1 :]]
+                for forged in (
+                    (changed, head),
+                    _rechain(table_id, changed, head, fast_text=False, start=i),
+                    _rechain(table_id, changed, head, fast_text=True, start=i),
+                ):
+                    tried += 1
+                    fast = _fast(table_id, *forged)
+                    if fast is not None:
+                        certified += 1
+                        assert fast == _full(table_id, *forged), (table_id, i, new)
+    assert tried > 2000 and 0 < certified < tried // 10  # certified: harmless changes only
+
+
+def test_the_fast_path_gives_up_on_the_rest(
+    stored_tables: dict[str, tuple[list[Entry], Head]],
+) -> None:
+    table_id = "selfplay-5-0"
+    entries, head = stored_tables[table_id]
+    assert _fast(table_id, entries[:-1], head) is None  # the head is ahead
+    assert _fast(table_id, entries, Head(head.version, head.hash, "playing")) is None
+    assert _fast("other-table", entries, head) is None  # the bodies name another table
+    assert _fast(table_id, [], Head()) is None  # no table: the full audit says so
+    hashes = b"".join(h for _, h in entries)
+    bodies = b"\x1e".join(b for b, _ in entries)
+    assert audit.audit_packed(table_id, head, len(entries), hashes[:-1], bodies) is None
+    assert audit.audit_packed(table_id, head, len(entries), hashes, bodies + b"\xff") is None
+    swapped = [entries[1], entries[0], *entries[2:]]
+    assert _fast(table_id, swapped, head) is None
+
+
+def test_the_fast_texts_are_the_wire_texts(bodies: list[dict[str, Any]]) -> None:
+    """``_TEXT_OF`` is ``to_wire`` written as canonical JSON; ``_builder`` splices the envelope
+    into it as ``canonical_json`` writes the whole body; ``_fast_wire`` is ``_wire_of``."""
+    texts = 0
+    for body in bodies:
+        kind = body["type"]
+        wire = _payload(body)
+        payload_text = canonical({k: v for k, v in wire.items() if k not in ("type", "v")})
+        text = payload_text.decode()[1:-1]
+        if kind in audit._TEXT_TYPES:
+            (engine_event,) = to_engine(parse_event(wire))
+            assert audit._TEXT_OF[type(engine_event)](engine_event) == (kind, text)
+            texts += 1
+            build = audit._FAST_SHAPES[kind][1]
+            assert build is not None
+            for causation in (None, "cmd-7:12"):
+                full = {**body, "causation": causation} if causation else body
+                caused = f'"causation":"{causation}",' if causation else ""
+                prev = "ab" * 32
+                spliced = build(
+                    prev,
+                    caused,
+                    body["command_id"],
+                    body["table_id"],
+                    str(body["time"]),
+                    body["version"],
+                    text,
+                )
+                assert spliced.encode() == prev.encode() + b"\n" + canonical(full)
+        elif kind == "deal_started":
+            deck = tuple(random.Random(body["version"]).sample(ALL_CARDS, len(ALL_CARDS)))
+            started = to_engine(parse_event(wire), deck_of={body["number"]: deck}.__getitem__)[0]
+            assert audit._fast_wire(started, body) == audit._wire_of(started, body)
+    assert texts > len(bodies) // 2
+    assert {t for t, (_, build) in audit._FAST_SHAPES.items() if build} == audit._TEXT_TYPES
+
+
+def test_the_fast_shuffle_is_the_published_one() -> None:
+    rng = random.Random(5)
+    for n in range(300):
+        seed = rng.randbytes(32)
+        context = deal_context(f"table-{n}", 1 + n % 3)
+        assert audit._shuffle_v1(seed, context) == shuffle(seed, SHUFFLE_ALGORITHM, context)
+
+
+def test_clean_tables_on_redis_take_the_fast_path(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    redis_url: str,
+    tables: str,
+    redis_sync: redis.Redis,
+) -> None:
+    async def no_full_read(*args: object) -> None:
+        raise AssertionError("a clean table was read again for the full audit")
+
+    monkeypatch.setattr(audit, "load_tables", no_full_read)
+    code, data = audit_json(capsys, redis_url, tables, "--all")
+    assert code == 0 and data["tables"] == 2, data
+
+    async def replies() -> list[list[Any]]:
+        client = redis.asyncio.Redis.from_url(redis_url, decode_responses=False)
+        try:
+            return await audit.read_packed(RedisEventStore(client, KeySpace(tables)), [T0, "none"])
+        finally:
+            await client.aclose()
+
+    (version, digest, status, count, hashes, packed), missing = asyncio.run(replies())
+    entries = Stream(redis_sync, tables, T0).entries()
+    assert count == len(entries) == int(version) and status == b"over"
+    assert hashes == b"".join(f[b"h"] for _, f in entries) and digest == hashes[-32:].hex().encode()
+    assert packed == b"\x1e".join(f[b"b"] for _, f in entries)
+    assert missing == [None, None, None, 0, b"", b""]
 
 
 # --- usage ---------------------------------------------------------------------------------------
