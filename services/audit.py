@@ -1129,11 +1129,12 @@ def _compact(payload: Mapping[str, Any]) -> str:
 #
 # * a move's events (the wire types of the engine's move events, ``_TEXT_OF``) are not decoded:
 #   each payload text must be, character for character, the canonical wire text of the engine's
-#   event, which is a valid event of the contract;
+#   event, which is a valid event of the contract; so are a deal's ``deal_started`` and
+#   ``hand_dealt`` (``_deal_texts``), and a ``deal_revealed`` or ``player_joined`` must pass the
+#   plain checks and be written as canonical JSON writes it;
 # * so the canonical JSON of such a body is its payload text with the envelope fields spliced in
 #   at their sorted places (``_builder``), and it is hashed without being encoded again;
-# * the other events (``table_created``, ``player_joined``, ``deal_started``, ``hand_dealt``,
-#   ``deal_revealed``: a few a deal) are decoded and hashed exactly as the full audit does;
+# * a ``table_created`` (one a table) is decoded and hashed exactly as the full audit does;
 # * a move's command is read from as little as it needs (the seat that acts is the seat to act:
 #   the engine's first event names it, and it must be the recorded one).
 
@@ -1308,19 +1309,23 @@ _TEXT_TYPES = frozenset(
         "match_ended",
     }
 )
-"""The wire types of ``_TEXT_OF``: the fast path checks them as text."""
+"""The wire types of ``_TEXT_OF``: the fast path compares them with the engine's as text."""
 _DICT_TYPES = frozenset(
     {"table_created", "player_joined", "deal_started", "hand_dealt", "deal_revealed"}
 )
-"""The other types a table holds: the fast path decodes them as the full audit does."""
+"""The other types a table holds: the fast path parses their payloads and checks them field by
+field (``_checked_payload``), then compares their texts with what they must be
+(``_deal_texts``, ``_reveal_text``, ``_joined_seat``); a ``table_created`` is decoded as the
+full audit does (``_created``)."""
 
 _FAST_SHAPES: dict[str, tuple[str, _BuildHashed | None]] = {}
 for _kind in sorted(_TEXT_TYPES | _DICT_TYPES):
     _cls = wd.TABLE_EVENT_TYPES[_kind]
-    _build = _builder(_kind, _cls.VERSION, _cls.model_fields) if _kind in _TEXT_TYPES else None
-    if _build is not None or _kind in _DICT_TYPES:
+    _build = None if _kind == "table_created" else _builder(_kind, _cls.VERSION, _cls.model_fields)
+    if _build is not None or _kind == "table_created":
         _FAST_SHAPES[_kind] = (str(_cls.VERSION), _build)
-"""Each type the fast path reads: its ``v`` as text and, for a move, its ``_builder``."""
+"""Each type the fast path reads: its ``v`` as text and, but for ``table_created``, its
+``_builder``."""
 
 _ACTIONS: dict[str, ea.Action] = {
     "card_turned": _TURN,
@@ -1335,6 +1340,8 @@ _PLAYS: dict[str, tuple[ea.Play, ea.Play]] = {
 """The command of a move without fields, by its first event's type and the seat to act."""
 _SEAT_TEXT = {'"seat":0': 0, '"seat":1': 1}
 
+_encode_str: Callable[[str], str] = json.encoder.encode_basestring
+"""How canonical JSON writes a string (``canonical`` is made with it)."""
 _SHA256 = hashlib.sha256()
 """Copied for each hash: half the time of ``hashlib.sha256(data)`` with OpenSSL 3 here."""
 _json_decode = json.JSONDecoder().decode
@@ -1425,21 +1432,20 @@ class _FastAudit:
         self.table_id = table_id
         self.head = head
         self.rows = rows
-        self.decoded: dict[int, _Event] = {}
-        self.starts: list[int] = []
-        self.deal_rows: list[int] = []
+        self.starts: list[int] = []  # the first row of each command
+        self.deal_rows: list[int] = []  # deal_started, hand_dealt, stakes_settled, deal_revealed
+        self.created: dict[int, tuple[dict[str, Any], ea.NewMatch]] = {}
+        self.seats: dict[int, int] = {}  # the seat of each player_joined
+        self.payloads: dict[int, dict[str, Any]] = {}  # of deal_started: checked, not compared
         self.decks: dict[int, tuple[Card, ...]] = {}
-        self.reveals: dict[int, _Event] = {}
+        self.reveals: dict[int, int] = {}  # the row of each deal's deal_revealed
         self.deals = 0
         self.running: int | None = None
-        self.new_match: dict[int, ea.NewMatch] = {}
         self.digests = ""
 
     def run(self, hashes: bytes) -> TableReport | None:
         last = self.read()
-        if last is None or self.digests != hashes.hex():
-            return None
-        if not self.check_deals():
+        if last is None or self.digests != hashes.hex() or not self.check_deals():
             return None
         status = self.redecide()
         head = self.head
@@ -1456,17 +1462,17 @@ class _FastAudit:
     # -- steps 1 and 2 ---------------------------------------------------------------------------
 
     def read(self) -> str | None:
-        """Hash every body (and decode the few that are not moves); returns the last hash."""
+        """Hash every body; decode a ``table_created`` and check the players; returns the last
+        hash.  The other payload texts are checked in steps 3 and 4."""
         table_id = self.table_id
         shapes = _FAST_SHAPES
-        sha256 = _SHA256.copy  # cheaper than hashlib.sha256(data) with OpenSSL 3
+        sha256 = _SHA256.copy
         id_ok = _ID.fullmatch
         time_ok = _TIME_TEXT.fullmatch
         digests: list[str] = []
         add = digests.append
         starts = self.starts
         deal_rows = self.deal_rows
-        decoded = self.decoded
         prev = GENESIS_HASH
         last_id = last_time = ""
         for n, row in enumerate(self.rows, 1):
@@ -1494,9 +1500,14 @@ class _FastAudit:
                 digest = sha256()
                 digest.update(build(prev, caused, cid, table_id, moment, n, text).encode("utf-8"))
                 prev = digest.hexdigest()
-                if kind == "stakes_settled":
+                if kind in _DEAL_TYPES:
                     deal_rows.append(n - 1)
-            else:
+                elif kind == "player_joined":
+                    seat = _joined_seat(text)
+                    if seat is None:
+                        return None
+                    self.seats[n - 1] = seat
+            else:  # table_created: decoded and hashed as the full audit does
                 body = _json_decode("{" + text + "}")
                 body["type"] = kind
                 body["v"] = int(v)
@@ -1507,32 +1518,10 @@ class _FastAudit:
                 body["table_id"] = table_id
                 body["version"] = n
                 prev = body_hash(prev, body)
-                if kind == "table_created":  # its decoding depends on the payload alone
-                    known = _CREATED.get(text)
-                    if known is None:
-                        try:
-                            event = _decode(table_id, _Stored(n, body, prev), cid)
-                        except _Failed:
-                            return None
-                        created = event.model
-                        assert created is not None
-                        rules = rules_from_wire(created.rules)
-                        command = ea.NewMatch(
-                            rules, created.first_dealer, created.deals, created.target_score
-                        )
-                        known = (created, dict(event.payload), command)
-                        if len(_CREATED) >= 256:
-                            _CREATED.clear()
-                        _CREATED[text] = known
-                    model, payload, self.new_match[n - 1] = known
-                    decoded[n - 1] = _Event(n, prev, kind, payload, len(payload), cid, False, model)
-                else:
-                    try:
-                        decoded[n - 1] = _decode(table_id, _Stored(n, body, prev), cid)
-                    except _Failed:
-                        return None
-                if kind in _DEAL_TYPES:
-                    deal_rows.append(n - 1)
+                created = _created(table_id, text, _Stored(n, body, prev), cid)
+                if created is None:
+                    return None
+                self.created[n - 1] = created
             add(prev)
         self.digests = "".join(digests)
         return prev
@@ -1540,78 +1529,80 @@ class _FastAudit:
     # -- step 3 ----------------------------------------------------------------------------------
 
     def check_deals(self) -> bool:
-        """``_Audit.check_deals``: commitments, decks and dealt hands."""
+        """``_Audit.check_deals``: commitments and decks (the dealt hands are compared with the
+        deck in step 4, as the wire events of the deal's start)."""
         rows = self.rows
-        decoded = self.decoded
         started: dict[int, int] = {}
-        dealt: dict[int, list[_Event]] = {}
+        dealt: dict[int, list[int]] = {}
         settled: set[int] = set()
         current = 0
         for i in self.deal_rows:
             kind = rows[i][0]
             if kind == "deal_started":
-                current = decoded[i].payload["number"]
+                payload = _checked_payload(kind, rows[i][5])
+                if payload is None:
+                    return False
+                self.payloads[i] = payload
+                current = payload["number"]
                 if current in started:
                     return False
                 started[current] = i
             elif kind == "hand_dealt":
-                dealt.setdefault(current, []).append(decoded[i])
+                dealt.setdefault(current, []).append(i)
             elif kind == "stakes_settled":
                 if current:
                     settled.add(current)
             else:
-                reveal = decoded[i].payload
+                reveal = _checked_payload(kind, rows[i][5])
+                if reveal is None:
+                    return False
                 number = reveal["number"]
                 start = started.get(number)
-                if number in self.reveals or start is None:
-                    return False
-                self.reveals[number] = decoded[i]
-                commit = decoded[start].payload
                 algorithm = reveal["algorithm"]
+                if rows[i][5] != _reveal_text(reveal) or number in self.reveals or start is None:
+                    return False
+                self.reveals[number] = i
+                commit = self.payloads[start]
                 seed = parse_seed(reveal["seed"])
                 if algorithm != commit["algorithm"] or not verify(seed, commit["commitment"]):
                     return False
                 self.decks[number] = _deck_of(seed, algorithm, deal_context(self.table_id, number))
         self.deals = len(started)
         for number, i in started.items():
-            hands = dealt.get(number, [])
             if number in self.reveals:
-                dealer = decoded[i].payload["dealer"]
-                non_dealer, dealer_cards, _ = split_deck(self.decks[number])
-                expected = {1 - dealer: _wire_cards(non_dealer), dealer: _wire_cards(dealer_cards)}
-                for event in hands:
-                    if event.payload["cards"] != expected[event.payload["seat"]]:
-                        return False
-            elif number in settled:
+                continue
+            if number in settled:
                 return False
-            else:
-                self.running = number
-                deck = self.recorded_deck(i, decoded[i], hands)
-                if deck is None:
-                    return False
-                self.decks[number] = deck
+            self.running = number
+            deck = self.recorded_deck(i, dealt.get(number, []))
+            if deck is None:
+                return False
+            self.decks[number] = deck
         return True
 
-    def recorded_deck(
-        self, start: int, started: _Event, hands: list[_Event]
-    ) -> tuple[Card, ...] | None:
+    def recorded_deck(self, start: int, hands: list[int]) -> tuple[Card, ...] | None:
         """``_Audit._recorded_deck``: dealt hands, turned cards, unseen cards."""
-        dealer = started.payload["dealer"]
-        by_seat = {e.payload["seat"]: e for e in hands}
+        rows = self.rows
+        dealer = self.payloads[start]["dealer"]
+        by_seat = {}
+        for i in hands:
+            payload = _checked_payload("hand_dealt", rows[i][5])
+            if payload is None:
+                return None
+            by_seat[payload["seat"]] = payload["cards"]
         seen: set[Card] = set()
         cards: dict[int, list[Card]] = {}
         for seat in (0, 1):
-            event = by_seat.get(seat)
-            if event is None:
+            if seat not in by_seat:
                 return None
-            cards[seat] = [_CARD_OF[c] for c in event.payload["cards"]]
+            cards[seat] = [_CARD_OF[c] for c in by_seat[seat]]
             if not seen.isdisjoint(cards[seat]):
                 return None
             seen.update(cards[seat])
         deck: list[Card] = []
         for a, b in zip(cards[1 - dealer], cards[dealer], strict=True):
             deck += (a, b)
-        for row in self.rows[start:]:
+        for row in rows[start:]:
             if row[0] == "card_turned":  # its text is '"card":"XX","seat":N' (checked in step 4)
                 card = _CARD_OF.get(row[5][8:10])
                 if card is None or card in seen:
@@ -1624,9 +1615,8 @@ class _FastAudit:
     # -- step 4 ----------------------------------------------------------------------------------
 
     def redecide(self) -> str | None:
-        """``_Audit.redecide``, comparing moves as text; returns the status the events set."""
+        """``_Audit.redecide``, comparing payload texts; returns the status the events set."""
         rows = self.rows
-        decoded = self.decoded
         text_of = _TEXT_OF
         plays = _PLAYS
         seated = [False, False]
@@ -1679,22 +1669,30 @@ class _FastAudit:
                         return None
                     at += 1
                     if k is ee.StakesSettled:
-                        number = deal.number if deal is not None else 0
-                        if number in self.reveals:
-                            event = decoded.get(group[at]) if at < size else None
-                            want = _payload(self.reveals[number].payload)
-                            if event is None or not event.same(want):
+                        reveal = self.reveals.get(deal.number if deal is not None else 0)
+                        if reveal is not None:  # the service appends the deal's reveal here
+                            if at >= size or rows[group[at]][5] != rows[reveal][5]:
+                                return None
+                            if rows[group[at]][0] != "deal_revealed":
                                 return None
                             at += 1
                     elif k is ee.MatchEnded:
                         status = "over"
-                else:  # DealStarted, MatchStarted
-                    status = "playing" if k is ee.DealStarted else "open"
-                    for want in _fast_wire(engine_event, decoded[group[0]].payload):
-                        event = decoded.get(group[at]) if at < size else None
-                        if event is None or not event.same(want):
+                elif isinstance(engine_event, ee.DealStarted):
+                    status = "playing"
+                    payload = self.payloads[group[0]]
+                    for want in _deal_texts(engine_event, payload):
+                        if at >= size or (rows[group[at]][0], rows[group[at]][5]) != want:
                             return None
                         at += 1
+                else:  # MatchStarted
+                    status = "open"
+                    wire = _fast_wire(engine_event, self.created[group[0]][0])
+                    if len(wire) != 1 or at >= size or group[at] not in self.created:
+                        return None
+                    if self.created[group[at]][0] != wire[0]:
+                        return None
+                    at += 1
                 match = evolve(match, engine_event)
             if at < size:
                 return None
@@ -1708,7 +1706,7 @@ class _FastAudit:
         while i < hi and rows[i][0] == "player_joined":
             if not (created or rest):
                 return None
-            seat = self.decoded[i].payload["seat"]
+            seat = self.seats[i]
             if seated[seat]:
                 return None
             seated[seat] = True
@@ -1722,9 +1720,9 @@ class _FastAudit:
     ) -> ea.Command | None:
         """``_Audit._command_of``, the seat of a move being the seat to act."""
         if kind == "table_created":
-            return self.new_match[i]
+            return self.created[i][1]
         if kind == "deal_started":
-            return ea.StartDeal(self.decks[self.decoded[i].payload["number"]])
+            return ea.StartDeal(self.decks[self.payloads[i]["number"]])
         if kind == "resigned":
             seat = _SEAT_TEXT.get(text)
             return ea.Resign(seat) if seat is not None and seated[seat] else None
@@ -1741,32 +1739,87 @@ class _FastAudit:
         return ea.Play(deal.to_act, action)
 
 
+_PAYLOAD_KEYS = {kind: shape.keys - {"type", "v"} for kind, shape in _SHAPES.items()}
+
+
+def _checked_payload(kind: str, text: str) -> dict[str, Any] | None:
+    """A payload text parsed, if its fields pass the plain checks of ``kind`` (whether the
+    text is canonical is checked by comparing it, elsewhere)."""
+    payload: dict[str, Any] = _json_decode("{" + text + "}")
+    if payload.keys() != _PAYLOAD_KEYS[kind] or not _SHAPES[kind].check(payload):
+        return None
+    return payload
+
+
+def _reveal_text(reveal: Mapping[str, Any]) -> str:
+    """The canonical payload text of a checked ``deal_revealed`` (plain hex and name)."""
+    algorithm, number, seed = reveal["algorithm"], reveal["number"], reveal["seed"]
+    return f'"algorithm":"{algorithm}","number":{number:d},"seed":"{seed}"'
+
+
+def _joined_seat(text: str) -> int | None:
+    """The seat of a ``player_joined`` payload text that passes the plain checks and is
+    canonical, else None."""
+    payload = _checked_payload("player_joined", text)
+    if payload is None:
+        return None
+    bot = payload["bot"]
+    canonical_text = (
+        f'"bot":{"null" if bot is None else _encode_str(bot)},'
+        f'"name":{_encode_str(payload["name"])},"seat":{payload["seat"]:d}'
+    )
+    return payload["seat"] if text == canonical_text else None
+
+
+def _created(
+    table_id: str, text: str, stored: _Stored, command_id: str
+) -> tuple[dict[str, Any], ea.NewMatch] | None:
+    """A ``table_created``'s payload as the full audit decodes it (``_decode``) and its
+    command, remembered by its text (most tables share their rules)."""
+    known = _CREATED.get(text)
+    if known is None:
+        try:
+            event = _decode(table_id, stored, command_id)
+        except _Failed:
+            return None
+        model = event.model
+        if model is None:
+            return None
+        rules = rules_from_wire(model.rules)
+        command = ea.NewMatch(rules, model.first_dealer, model.deals, model.target_score)
+        known = (dict(event.payload), command)
+        if len(_CREATED) >= 256:
+            _CREATED.clear()
+        _CREATED[text] = known
+    return known
+
+
+def _deal_texts(engine_event: ee.DealStarted, payload: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The wire types and payload texts of a deal's start (``to_wire``, as ``_TEXT_OF``), with
+    the recorded commitment and algorithm (checked: plain hex and name)."""
+    non_dealer, dealer, _ = split_deck(engine_event.deck)
+    hands = {1 - engine_event.dealer: non_dealer, engine_event.dealer: dealer}
+    masks = [sum(1 << c for c in hands[seat]) for seat in (0, 1)]
+    return [
+        (
+            "deal_started",
+            f'"algorithm":"{payload["algorithm"]}","commitment":"{payload["commitment"]}",'
+            f'"dealer":{engine_event.dealer:d},"number":{engine_event.number:d},'
+            f'"stake":{engine_event.stake:d}',
+        ),
+        ("hand_dealt", f'"cards":{_cards_text(masks[0])},"seat":0'),
+        ("hand_dealt", f'"cards":{_cards_text(masks[1])},"seat":1'),
+    ]
+
+
 _MATCH_WIRE: dict[tuple[ee.MatchStarted, object], list[dict[str, Any]]] = {}
-_CREATED: dict[str, tuple[wd.TableCreated, dict[str, Any], ea.NewMatch]] = {}
+_CREATED: dict[str, tuple[dict[str, Any], ea.NewMatch]] = {}
 """What a ``table_created`` payload text decodes to, and its command (it depends on nothing
-else): most tables share their rules."""
-_DEAL_V = wd.DealStarted.VERSION
-_HAND_V = wd.HandDealt.VERSION
+else)."""
 
 
 def _fast_wire(engine_event: ee.Event, payload: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """``_wire_of``, written directly for a deal and remembered for a match (a test checks)."""
-    if isinstance(engine_event, ee.DealStarted):
-        non_dealer, dealer, _ = split_deck(engine_event.deck)
-        hands = {1 - engine_event.dealer: non_dealer, engine_event.dealer: dealer}
-        return [
-            {
-                "type": "deal_started",
-                "v": _DEAL_V,
-                "number": engine_event.number,
-                "dealer": engine_event.dealer,
-                "stake": engine_event.stake,
-                "commitment": payload["commitment"],
-                "algorithm": payload["algorithm"],
-            },
-            {"type": "hand_dealt", "v": _HAND_V, "seat": 0, "cards": _wire_cards(hands[0])},
-            {"type": "hand_dealt", "v": _HAND_V, "seat": 1, "cards": _wire_cards(hands[1])},
-        ]
+    """``_wire_of`` of a ``MatchStarted``, remembered: most tables share their rules."""
     key = (engine_event, payload.get("turn_seconds"))
     wire = _MATCH_WIRE.get(key)  # type: ignore[arg-type]
     if wire is None:
