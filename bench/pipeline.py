@@ -1,6 +1,6 @@
 """Pipeline benchmark: commands per second from the command streams to the table views.
 
-    .venv/bin/python bench/pipeline.py [--workers 1] [--shards 16] [--flood-tables 1000]
+    .venv/bin/python bench/pipeline.py [--workers 2] [--shards 16] [--flood-tables 1000]
         [--rate 5000] [--load-seconds 10] [--low-rate 100] [--low-seconds 10]
         [--appendfsync everysec] [--games-cache /tmp/games.pickle]
 
