@@ -374,14 +374,14 @@ def appending(worker: EngineWorker) -> set[int]:
 async def test_two_workers_split_the_shards(
     redis_url: str, redis_ns: str, redis_client: redis.asyncio.Redis
 ) -> None:
-    # 2 s leases: both workers share this test's event loop, on a machine that may be busy
-    a_settings = make_settings(redis_url, redis_ns, "a", shards=8, lease_ms=2000)
-    b_settings = make_settings(redis_url, redis_ns, "b", shards=8, lease_ms=2000)
+    # 6 s leases: both workers share this test's event loop, on a machine that may be busy
+    a_settings = make_settings(redis_url, redis_ns, "a", shards=8, lease_ms=6000)
+    b_settings = make_settings(redis_url, redis_ns, "b", shards=8, lease_ms=6000)
     store = RedisEventStore(redis_client, a_settings.keys)
     async with running(a_settings, Recording) as a, running(b_settings, Recording) as b:
         assert isinstance(a, Recording) and isinstance(b, Recording)
         overlap: list[set[int]] = []
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not (len(a.owned) == len(b.owned) == 4):
             overlap.append(appending(a) & appending(b))
             await asyncio.sleep(0.01)
@@ -406,8 +406,8 @@ async def test_two_workers_split_the_shards(
 async def test_a_stopping_worker_hands_its_shards_over(
     redis_url: str, redis_ns: str, redis_client: redis.asyncio.Redis
 ) -> None:
-    a_settings = make_settings(redis_url, redis_ns, "a", lease_ms=2000)
-    b_settings = make_settings(redis_url, redis_ns, "b", lease_ms=2000)
+    a_settings = make_settings(redis_url, redis_ns, "a", lease_ms=6000)
+    b_settings = make_settings(redis_url, redis_ns, "b", lease_ms=6000)
     store = RedisEventStore(redis_client, a_settings.keys)
     async with running(b_settings, Recording) as b:
         async with running(a_settings, Recording) as a:
