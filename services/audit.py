@@ -43,7 +43,7 @@ import re
 import struct
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TextIO
 
@@ -1999,9 +1999,60 @@ def _audit_reply(table_id: str, reply: Sequence[Any]) -> TableReport | None:
     return audit_packed(table_id, _head_of(*reply[:3]), count, reply[4], reply[5])
 
 
+class _PackedReads:
+    """The fast path's reads on one connection of the store's client: a batch's request is sent
+    (:meth:`send`) before the batch before it is checked, so Redis runs it meanwhile, and its
+    replies are read afterwards (:meth:`receive`; None if Redis refused the script: then
+    :func:`read_packed` reads the batch again)."""
+
+    def __init__(self, store: RedisEventStore) -> None:
+        self.store = store
+        self.sha: str | None = None
+
+    async def send(self, table_ids: Sequence[str]) -> tuple[Any, int]:
+        client = self.store.client
+        if self.sha is None:
+            self.sha = str(await client.script_load(_FAST_READ_LUA))
+        keys = self.store.keys
+        commands = [
+            ("EVALSHA", self.sha, 2, keys.events(t), keys.head(t), FAST_READ_MAX) for t in table_ids
+        ]
+        pool = client.connection_pool
+        connection = await pool.get_connection()  # type: ignore[no-untyped-call]
+        try:
+            await connection.send_packed_command(connection.pack_commands(commands))
+        except BaseException:
+            await self.drop(connection)
+            raise
+        return connection, len(commands)
+
+    async def receive(self, sent: tuple[Any, int]) -> list[list[Any]] | None:
+        from redis.exceptions import ResponseError
+
+        connection, count = sent
+        try:
+            replies = [await connection.read_response() for _ in range(count)]
+        except ResponseError:  # NOSCRIPT (a flushed script cache), …: the rest is unread
+            await self.drop(connection)
+            return None
+        except BaseException:
+            await self.drop(connection)
+            raise
+        await self.store.client.connection_pool.release(connection)
+        return replies
+
+    async def drop(self, connection: Any) -> None:
+        """Close a connection whose replies are not all read, and give it back."""
+        self.sha = None
+        try:
+            await connection.disconnect()
+        finally:
+            await self.store.client.connection_pool.release(connection)
+
+
 async def audit_store(
     store: EventStore, table_ids: Sequence[str], batch: int = 200
-) -> AsyncIterator[TableReport]:
+) -> AsyncGenerator[TableReport, None]:
     """Audit tables ``batch`` at a time, reading the next batch while auditing one.
 
     On Redis a table is first read and certified by the fast path (``audit_packed``); a table
@@ -2025,19 +2076,26 @@ async def audit_store(
             for table in loaded:
                 yield table.audit()
         return
-    replies = asyncio.ensure_future(read_packed(store, chunks[0]))
-    for k, chunk in enumerate(chunks):
-        batch_replies = await replies
-        if k + 1 < len(chunks):
-            replies = asyncio.ensure_future(read_packed(store, chunks[k + 1]))
-            for _ in range(3):  # let the next read reach Redis before the CPU work starts
-                await asyncio.sleep(0)
-        for table_id, reply in zip(chunk, batch_replies, strict=True):
-            report = _audit_reply(table_id, reply)
-            if report is None:
-                (table,) = await load_tables(store, [table_id])
-                report = table.audit()
-            yield report
+    reads = _PackedReads(store)
+    sent: tuple[Any, int] | None = await reads.send(chunks[0])
+    try:
+        for k, chunk in enumerate(chunks):
+            assert sent is not None
+            replies = await reads.receive(sent)
+            sent = None
+            if replies is None:
+                replies = await read_packed(store, chunk)
+            if k + 1 < len(chunks):
+                sent = await reads.send(chunks[k + 1])  # Redis reads it while this is checked
+            for table_id, reply in zip(chunk, replies, strict=True):
+                report = _audit_reply(table_id, reply)
+                if report is None:
+                    (table,) = await load_tables(store, [table_id])
+                    report = table.audit()
+                yield report
+    finally:
+        if sent is not None:  # the caller stopped early: the replies are never read
+            await reads.drop(sent[0])
 
 
 @dataclass

@@ -1065,6 +1065,29 @@ def test_clean_tables_on_redis_take_the_fast_path(
     assert missing == [None, None, None, 0, b"", b""]
 
 
+def test_the_fast_reads_survive_a_flushed_script_and_an_early_stop(
+    redis_url: str, tables: str, redis_sync: redis.Redis
+) -> None:
+    async def run() -> tuple[list[TableReport], TableReport, int]:
+        client = redis.asyncio.Redis.from_url(redis_url, decode_responses=False)
+        try:
+            store = RedisEventStore(client, KeySpace(tables))
+            reports = []
+            async for report in audit.audit_store(store, [T0, T1, T0], batch=1):
+                reports.append(report)
+                redis_sync.script_flush()  # the next batch's script is gone when it runs
+            stopped = audit.audit_store(store, [T1, T0, T1], batch=1)
+            first = await stopped.__anext__()
+            await stopped.aclose()  # the batch sent ahead is never read: its connection closes
+            return reports, first, len(client.connection_pool._in_use_connections)
+        finally:
+            await client.aclose()
+
+    reports, first, in_use = asyncio.run(run())
+    assert [r.table_id for r in reports] == [T0, T1, T0] and all(r.ok for r in reports)
+    assert first.ok and first.table_id == T1 and in_use == 0
+
+
 # --- usage ---------------------------------------------------------------------------------------
 
 
