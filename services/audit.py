@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import hashlib
 import hmac
 import json
@@ -1253,38 +1254,38 @@ _DECLINED = {ee.Decline.REFUSED: "card_refused", ee.Decline.LEFT: "card_left"}
 _BOOL = {True: "true", False: "false"}
 
 _TEXT_OF: dict[type, Callable[[Any], tuple[str, str]]] = {
-    ee.CardTurned: lambda e: ("card_turned", f'"card":{_CARD_JSON[e.card]},"seat":{e.seat:d}'),
+    ee.CardTurned: lambda e: ("card_turned", f'"card":{_CARD_JSON[e.card]},"seat":{e.seat}'),
     ee.CardDeclined: lambda e: (
         _DECLINED[e.how],
-        f'"card":{_CARD_JSON[e.card]},"forceable":{_BOOL[e.forceable]},"seat":{e.seat:d}',
+        f'"card":{_CARD_JSON[e.card]},"forceable":{_BOOL[e.forceable]},"seat":{e.seat}',
     ),
     ee.CardWasted: lambda e: ("card_wasted", f'"card":{_CARD_JSON[e.card]}'),
     ee.MeldMade: lambda e: (
         "meld_made",
-        f'"card":{_CARD_JSON[e.card]},"hand":{_cards_text(e.hand)},"seat":{e.seat:d},'
+        f'"card":{_CARD_JSON[e.card]},"hand":{_cards_text(e.hand)},"seat":{e.seat},'
         f'"table":{_table_text(e.table)}',
     ),
     ee.HandMelded: lambda e: (
         "hand_melded",
-        f'"hand":{_cards_text(e.hand)},"seat":{e.seat:d},"table":{_table_text(e.table)}',
+        f'"hand":{_cards_text(e.hand)},"seat":{e.seat},"table":{_table_text(e.table)}',
     ),
     ee.CardDiscarded: lambda e: (
         "card_discarded",
-        f'"card":{_CARD_JSON[e.card]},"seat":{e.seat:d}',
+        f'"card":{_CARD_JSON[e.card]},"seat":{e.seat}',
     ),
-    ee.ForceDemanded: lambda e: ("force_demanded", f'"seat":{e.seat:d}'),
-    ee.ForceWaived: lambda e: ("force_waived", f'"seat":{e.seat:d}'),
-    ee.WentOut: lambda e: ("went_out", f'"seat":{e.seat:d}'),
-    ee.Resigned: lambda e: ("resigned", f'"seat":{e.seat:d}'),
+    ee.ForceDemanded: lambda e: ("force_demanded", f'"seat":{e.seat}'),
+    ee.ForceWaived: lambda e: ("force_waived", f'"seat":{e.seat}'),
+    ee.WentOut: lambda e: ("went_out", f'"seat":{e.seat}'),
+    ee.Resigned: lambda e: ("resigned", f'"seat":{e.seat}'),
     ee.GameDrawn: lambda e: ("game_drawn", ""),
     ee.StakesSettled: lambda e: (
         "stakes_settled",
-        f'"amount":{e.amount:d},"next_stake":{e.next_stake:d},'
-        f'"scores":[{e.scores[0]:d},{e.scores[1]:d}],"winner":{_winner_text(e.winner)}',
+        f'"amount":{e.amount},"next_stake":{e.next_stake},'
+        f'"scores":[{e.scores[0]},{e.scores[1]}],"winner":{_winner_text(e.winner)}',
     ),
     ee.MatchEnded: lambda e: (
         "match_ended",
-        f'"scores":[{e.scores[0]:d},{e.scores[1]:d}],"winner":{_winner_text(e.winner)}',
+        f'"scores":[{e.scores[0]},{e.scores[1]}],"winner":{_winner_text(e.winner)}',
     ),
 }
 """For each engine event of a move: its wire type and the canonical JSON of its wire fields but
@@ -1524,6 +1525,9 @@ class _FastAudit:
                 self.created[n - 1] = created
             add(prev)
         self.digests = "".join(digests)
+        rows = self.rows
+        if len({rows[i][2] for i in starts}) != len(starts):  # a command id used twice
+            return None
         return prev
 
     # -- step 3 ----------------------------------------------------------------------------------
@@ -1619,16 +1623,13 @@ class _FastAudit:
         rows = self.rows
         text_of = _TEXT_OF
         plays = _PLAYS
+        reveals = self.reveals
         seated = [False, False]
-        used: set[str] = set()
         match: Match | None = None
         status: str | None = None
         starts = self.starts
         for lo, hi in zip(starts, [*starts[1:], len(rows)]):  # noqa: B905 - same length
             first = rows[lo]
-            if first[2] in used:
-                return None
-            used.add(first[2])
             kind = first[0]
             deal = match.deal if match is not None else None
             group: Sequence[int] = range(lo, hi)
@@ -1669,7 +1670,7 @@ class _FastAudit:
                         return None
                     at += 1
                     if k is ee.StakesSettled:
-                        reveal = self.reveals.get(deal.number if deal is not None else 0)
+                        reveal = reveals.get(deal.number if deal is not None else 0)
                         if reveal is not None:  # the service appends the deal's reveal here
                             if at >= size or rows[group[at]][5] != rows[reveal][5]:
                                 return None
@@ -1965,12 +1966,19 @@ FAST_READ_MAX = 100_000
 """Longer tables are read by the store's own read, in chunks."""
 
 
-def _head_of(version: bytes | None, digest: bytes | None, status: bytes | None) -> Head:
-    from services.store import Head
+@functools.cache
+def _head_class() -> type[Head]:
+    from services.store.base import Head  # not at the top: it imports redis
 
+    return Head
+
+
+def _head_of(version: bytes | None, digest: bytes | None, status: bytes | None) -> Head:
+    """A head as ``read_heads`` makes it from the reply of HMGET version hash status."""
+    head = _head_class()
     if version is None:
-        return Head()
-    return Head(
+        return head()
+    return head(
         int(version),
         digest.decode("ascii") if digest else GENESIS_HASH,
         status.decode("utf-8") if status is not None else None,
