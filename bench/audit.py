@@ -16,7 +16,10 @@ with ``--namespace`` is reused, so the slow recording happens once).  Then, ``--
 * **check**: the fast path alone (``audit_packed``) over the replies already in memory, its
   CPU time, and within it the share of the engine (``decide`` + ``evolve``);
 * **full**: for reference, what a table the fast path does not certify costs: the store's read
-  (``load_tables``) and the full audit (``audit_table``) of every table.
+  (``load_tables``) and the full audit (``audit_table``) of every table;
+* **jobs** (``--jobs N``, default 2; 0 skips it): ``conquian audit --all --jobs N --json`` itself,
+  N processes auditing shares of the tables -- wall time from the listing to the summary,
+  starting the processes included.
 
 The last line printed is a JSON object with the figures (the fastest run of each) and the load
 average before and after.
@@ -26,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import io
 import json
 import os
 import platform
@@ -40,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import redis.asyncio
 
 from engine import game
-from services import audit
+from services import audit, cli
 from services.audit import audit_store, load_tables
 from services.selfplay import SelfplayConfig, record_selfplay
 from services.store import KeySpace, RedisEventStore
@@ -156,6 +161,18 @@ async def run_full(store: RedisEventStore, ids: list[str], batch: int) -> tuple[
     return read, time.process_time() - started
 
 
+def run_jobs(url: str, ns: str, jobs: int, batch: int) -> dict[str, Any]:
+    """``conquian audit --all --jobs N --json``, its summary (run in a thread: it runs its own
+    event loop)."""
+    out = io.StringIO()
+    argv = ["audit", "--all", "--json", "--jobs", str(jobs), "--batch", str(batch)]
+    with contextlib.redirect_stdout(out):
+        code = cli.main([*argv, "--redis-url", url, "--namespace", ns])
+    summary: dict[str, Any] = json.loads(out.getvalue())
+    assert code == 0, summary
+    return summary
+
+
 async def delete_namespace(client: redis.asyncio.Redis, ns: str) -> None:
     batch: list[bytes] = []
     async for key in client.scan_iter(match=f"{ns}:*", count=1000):
@@ -190,6 +207,11 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             checks.append(run_check(replies))
             del replies  # a large live heap slows every collection of the next run
         full_read, full_check = await run_full(store, await table_ids(store), args.batch)
+        loop = asyncio.get_running_loop()
+        in_processes = [
+            await loop.run_in_executor(None, run_jobs, args.url, ns, args.jobs, args.batch)
+            for _ in range(args.repeat if args.jobs else 0)
+        ]
         best = min(audits, key=lambda a: a["seconds"])
         events = best["events"]
         check_s, engine_s = min(checks)
@@ -209,6 +231,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 "engine_share_of_check": round(engine_s / check_s, 3),
                 "full_read_events_per_s": round(events / full_read),
                 "full_check_events_per_cpu_s": round(events / full_check),
+                "jobs": args.jobs,
+                "jobs_events_per_s_runs": [j["events_per_s"] for j in in_processes],
                 "players": list(args.players),
                 "batch": args.batch,
                 "python": platform.python_version(),
@@ -236,6 +260,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=50, help="tables per read round trip")
     parser.add_argument("--namespace", help="record into / reuse this namespace")
     parser.add_argument("--keep", action="store_true", help="keep the recorded tables")
+    parser.add_argument(
+        "--jobs", type=int, default=2, help="also time audit --all --jobs N (0: do not)"
+    )
     args = parser.parse_args()
     players = tuple(args.players.split(","))
     if len(players) != 2:
@@ -266,6 +293,11 @@ def main() -> None:
         f"{out['full_read_events_per_s']:,} events/s, checks "
         f"{out['full_check_events_per_cpu_s']:,} events per CPU-s"
     )
+    if out["jobs"]:
+        print(
+            f"audit --all --jobs {out['jobs']}: {max(out['jobs_events_per_s_runs']):,} events/s "
+            f"(runs {out['jobs_events_per_s_runs']})"
+        )
     print(json.dumps(out, sort_keys=True))
 
 

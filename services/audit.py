@@ -2130,6 +2130,14 @@ class AuditSummary:
         elif report.running is not None:
             self.running += 1
 
+    def merge(self, other: AuditSummary) -> None:
+        """Count the tables of another tally (a share audited by another process)."""
+        self.tables += other.tables
+        self.events += other.events
+        self.failed += other.failed
+        self.running += other.running
+        self.failures.extend(other.failures)
+
     @property
     def events_per_s(self) -> float:
         """Return the events read and checked per second of wall time."""
@@ -2208,6 +2216,12 @@ def add_parser(subparsers: Subparsers, name: str) -> argparse.ArgumentParser:
     parser.add_argument(
         "--batch", type=int, default=200, help="tables read per round trip (default 200)"
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="with --all: processes auditing shares of the tables (default 1)",
+    )
     parser.set_defaults(handler=run, parser=parser)
     return parser
 
@@ -2238,6 +2252,10 @@ def run(args: argparse.Namespace) -> int:
         parser.error("name the tables to audit, or give --all (not both)")
     if args.batch < 1:
         parser.error("--batch must be at least 1")
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
+    if args.jobs > 1 and not args.all:
+        parser.error("--jobs needs --all")
     for table_id in args.tables:
         try:
             check_table_id(table_id)
@@ -2301,10 +2319,17 @@ async def _audit_all(store: EventStore, args: argparse.Namespace) -> int:
             "(are those the deployment's?)\n"
         )
     bar = _progress(sys.stderr, len(table_ids)) if sys.stderr.isatty() else None
-    async for report in audit_store(store, table_ids, args.batch):
-        summary.add(report)
-        if bar is not None:
-            bar(summary, time.perf_counter() - started)
+    if args.jobs > 1 and len(table_ids) > 1:
+        async for part in _audit_in_processes(args, store.keys, table_ids):
+            summary.merge(part)
+            if bar is not None:
+                bar(summary, time.perf_counter() - started)
+        summary.failures.sort(key=lambda report: report.table_id)
+    else:
+        async for report in audit_store(store, table_ids, args.batch):
+            summary.add(report)
+            if bar is not None:
+                bar(summary, time.perf_counter() - started)
     summary.seconds = time.perf_counter() - started
     if bar is not None:
         sys.stderr.write("\r\x1b[K")
@@ -2314,6 +2339,60 @@ async def _audit_all(store: EventStore, args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(summary.text())
     return 0 if summary.failed == 0 else 1
+
+
+SHARE_BATCHES = 20
+"""With ``--jobs``, a process is given this many batches of tables at a time."""
+
+
+async def _audit_in_processes(
+    args: argparse.Namespace, keys: KeySpace, table_ids: Sequence[str]
+) -> AsyncGenerator[AuditSummary, None]:
+    """Audit the tables in ``args.jobs`` processes (each with its own connection to Redis),
+    a share of consecutive tables at a time; yield each share's tally as it ends."""
+    import concurrent.futures
+    import multiprocessing
+
+    jobs = min(args.jobs, len(table_ids))
+    size = max(1, min(args.batch * SHARE_BATCHES, -(-len(table_ids) // jobs)))
+    shares = [list(table_ids[i : i + size]) for i in range(0, len(table_ids), size)]
+    loop = asyncio.get_running_loop()
+    context = multiprocessing.get_context("spawn")  # a clean interpreter: no loop, no sockets
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
+        pending = [
+            loop.run_in_executor(
+                pool, _audit_share, args.redis_url, keys.ns, keys.shards, share, args.batch
+            )
+            for share in shares
+        ]
+        try:
+            for done in asyncio.as_completed(pending):
+                yield await done
+        finally:
+            for future in pending:
+                future.cancel()
+
+
+def _audit_share(url: str, ns: str, shards: int, table_ids: list[str], batch: int) -> AuditSummary:
+    """One process's share of ``audit --all --jobs N``: the tally of these tables."""
+    from services.store.keys import KeySpace
+
+    async def audit_share() -> AuditSummary:
+        import redis.asyncio
+
+        from services.store import RedisEventStore
+
+        client = redis.asyncio.Redis.from_url(url, decode_responses=False)
+        try:
+            summary = AuditSummary()
+            store = RedisEventStore(client, KeySpace(ns, shards))
+            async for report in audit_store(store, table_ids, batch):
+                summary.add(report)
+            return summary
+        finally:
+            await client.aclose()
+
+    return asyncio.run(audit_share())
 
 
 def _progress(stream: TextIO, total: int, width: int = 30) -> Callable[[AuditSummary, float], None]:

@@ -190,6 +190,23 @@ def test_all_prints_a_summary(
     assert [f["failure"]["code"] for f in data["failures"]] == ["audit/head_mismatch"]
 
 
+def test_all_in_processes_is_the_same_audit(
+    capsys: pytest.CaptureFixture[str], redis_url: str, tables: str, redis_sync: redis.Redis
+) -> None:
+    code, one = audit_json(capsys, redis_url, tables, "--all")
+    assert code == 0
+    code, two = audit_json(capsys, redis_url, tables, "--all", "--jobs", "2", "--batch", "1")
+    assert code == 0
+    for key in ("ok", "tables", "tables_ok", "tables_failed", "tables_running", "events"):
+        assert one[key] == two[key], key
+
+    redis_sync.hset(KeySpace(tables).head(T1), "status", "open")
+    code, two = audit_json(capsys, redis_url, tables, "--all", "--jobs", "3")
+    assert code == 1 and (two["tables"], two["tables_failed"]) == (2, 1)
+    assert [f["table_id"] for f in two["failures"]] == [T1]
+    assert two["failures"][0]["failure"]["code"] == "audit/head_mismatch"
+
+
 def test_the_deployment_settings_are_the_defaults(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
@@ -1098,6 +1115,8 @@ def test_the_fast_reads_survive_a_flushed_script_and_an_early_stop(
         (["t1", "--all"], "name the tables to audit, or give --all (not both)"),
         (["bad id!"], "invalid table id"),
         (["t1", "--batch", "0"], "--batch must be at least 1"),
+        (["--all", "--jobs", "0"], "--jobs must be at least 1"),
+        (["t1", "--jobs", "2"], "--jobs needs --all"),
         (["t1", "--namespace", "a b"], "invalid key namespace"),
         (["t1", "--redis-url", ""], "give --redis-url or set REDIS_URL"),
         (["t1", "--shards", "x"], "--shards must be a whole number, not 'x'"),
