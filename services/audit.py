@@ -2357,7 +2357,11 @@ async def _audit_in_processes(
     size = max(1, min(args.batch * SHARE_BATCHES, -(-len(table_ids) // jobs)))
     shares = [list(table_ids[i : i + size]) for i in range(0, len(table_ids), size)]
     loop = asyncio.get_running_loop()
-    context = multiprocessing.get_context("spawn")  # a clean interpreter: no loop, no sockets
+    # fork where there is one: the processes start with everything imported (spawn costs a
+    # second or so of imports); each opens its own connection, and asyncio knows a loop from
+    # another process (the pool forks them all at once, before its own thread starts)
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
         pending = [
             loop.run_in_executor(
