@@ -37,7 +37,6 @@ import argparse
 import asyncio
 import functools
 import hashlib
-import hmac
 import json
 import os
 import re
@@ -1368,6 +1367,10 @@ class _Stored:
 
 
 _WORDS = struct.Struct(">8I")
+_IPAD = bytes(x ^ 0x36 for x in range(256))
+_OPAD = bytes(x ^ 0x5C for x in range(256))
+_PAD = bytes([0x36]) * 32  # a 32-byte key is padded with zeros to SHA-256's 64-byte block
+_PAD_O = bytes([0x5C]) * 32
 _LIMITS = [(2**32 // (i + 1)) * (i + 1) for i in range(len(ALL_CARDS))]
 
 
@@ -1377,6 +1380,10 @@ def _shuffle_v1(seed: bytes, context: str) -> tuple[Card, ...]:
     big-endian words of HMAC-SHA256(seed, context ":" counter), counter 0, 1, …, a word being
     skipped unless it is below the largest multiple of i + 1."""
     prefix = context.encode("utf-8") + b":"
+    inner = _SHA256.copy()  # HMAC-SHA256 with a 32-byte key, from copies of its two states
+    inner.update(seed.translate(_IPAD) + _PAD)
+    outer = _SHA256.copy()
+    outer.update(seed.translate(_OPAD) + _PAD_O)
     deck = list(ALL_CARDS)
     words: tuple[int, ...] = ()
     at = 8
@@ -1384,8 +1391,11 @@ def _shuffle_v1(seed: bytes, context: str) -> tuple[Card, ...]:
     i = len(deck) - 1
     while i:
         if at == 8:
-            block = hmac.digest(seed, prefix + counter.to_bytes(4, "big"), "sha256")
-            words = _WORDS.unpack(block)
+            digest = inner.copy()
+            digest.update(prefix + counter.to_bytes(4, "big"))
+            block = outer.copy()
+            block.update(digest.digest())
+            words = _WORDS.unpack(block.digest())
             counter += 1
             at = 0
         word = words[at]
@@ -1438,7 +1448,7 @@ class _FastAudit:
         self.rows = rows
         self.starts: list[int] = []  # the first row of each command
         self.deal_rows: list[int] = []  # deal_started, hand_dealt, stakes_settled, deal_revealed
-        self.created: dict[int, tuple[dict[str, Any], ea.NewMatch]] = {}
+        self.created: dict[int, tuple[dict[str, Any], ea.NewMatch]] = {}  # payload, command
         self.seats: dict[int, int] = {}  # the seat of each player_joined
         self.payloads: dict[int, dict[str, Any]] = {}  # of deal_started: checked, not compared
         self.decks: dict[int, tuple[Card, ...]] = {}
@@ -1509,21 +1519,37 @@ class _FastAudit:
                     if seat is None:
                         return None
                     self.seats[n - 1] = seat
-            else:  # table_created: decoded and hashed as the full audit does
-                body = _json_decode("{" + text + "}")
-                body["type"] = kind
-                body["v"] = int(v)
-                body["command_id"] = cid
-                if causation:
-                    body["causation"] = causation
-                body["time"] = int(moment)
-                body["table_id"] = table_id
-                body["version"] = n
-                prev = body_hash(prev, body)
-                created = _created(table_id, text, _Stored(n, body, prev), cid)
-                if created is None:
-                    return None
-                self.created[n - 1] = created
+            else:  # table_created: decoded as the full audit does (remembered by its text)
+                known = _CREATED.get(text)
+                if known is None:
+                    body = _json_decode("{" + text + "}")
+                    body["type"] = kind
+                    body["v"] = int(v)
+                    body["command_id"] = cid
+                    if causation:
+                        body["causation"] = causation
+                    body["time"] = int(moment)
+                    body["table_id"] = table_id
+                    body["version"] = n
+                    known = _created(table_id, text, _Stored(n, body, body_hash(prev, body)), cid)
+                    if known is None:
+                        return None
+                payload, command, items = known
+                self.created[n - 1] = (payload, command)
+                envelope = [
+                    f'"command_id":"{cid}"',
+                    f'"table_id":"{table_id}"',
+                    f'"time":{moment}',
+                    '"type":"table_created"',
+                    f'"v":{v}',
+                    f'"version":{n}',
+                ]
+                if caused:
+                    envelope.append(caused[:-1])
+                whole = ",".join(sorted([*items, *envelope]))  # '"key":…' sort as their keys
+                digest = sha256()
+                digest.update(f"{prev}\n{{{whole}}}".encode())
+                prev = digest.hexdigest()
             add(prev)
         self.digests = "".join(digests)
         # no part holds 0x1F, so these match when every id and every time does
@@ -1777,24 +1803,28 @@ def _joined_seat(text: str) -> int | None:
 
 def _created(
     table_id: str, text: str, stored: _Stored, command_id: str
-) -> tuple[dict[str, Any], ea.NewMatch] | None:
-    """A ``table_created``'s payload as the full audit decodes it (``_decode``) and its
-    command, remembered by its text (most tables share their rules)."""
-    known = _CREATED.get(text)
-    if known is None:
-        try:
-            event = _decode(table_id, stored, command_id)
-        except _Failed:
-            return None
-        model = event.model
-        if model is None:
-            return None
-        rules = rules_from_wire(model.rules)
-        command = ea.NewMatch(rules, model.first_dealer, model.deals, model.target_score)
-        known = (dict(event.payload), command)
-        if len(_CREATED) >= 256:
-            _CREATED.clear()
-        _CREATED[text] = known
+) -> tuple[dict[str, Any], ea.NewMatch, list[str]] | None:
+    """What a ``table_created``'s payload text gives, remembered by the text (it depends on
+    nothing else, and most tables share their rules): the payload as the full audit decodes
+    it (``_decode``), its command, and its fields written as canonical JSON (``"key":value``,
+    joined by commas they are the text: else the fast path gives up)."""
+    try:
+        event = _decode(table_id, stored, command_id)
+    except _Failed:
+        return None
+    model = event.model
+    if model is None:
+        return None
+    fields = _json_decode("{" + text + "}")
+    items = [canonical({key: value}).decode("utf-8")[1:-1] for key, value in sorted(fields.items())]
+    if ",".join(items) != text or not fields.keys().isdisjoint(BODY_KEYS | {"type", "v"}):
+        return None
+    rules = rules_from_wire(model.rules)
+    command = ea.NewMatch(rules, model.first_dealer, model.deals, model.target_score)
+    known = (dict(event.payload), command, items)
+    if len(_CREATED) >= 256:
+        _CREATED.clear()
+    _CREATED[text] = known
     return known
 
 
@@ -1817,9 +1847,8 @@ def _deal_texts(engine_event: ee.DealStarted, payload: Mapping[str, Any]) -> lis
 
 
 _MATCH_WIRE: dict[tuple[ee.MatchStarted, object], list[dict[str, Any]]] = {}
-_CREATED: dict[str, tuple[dict[str, Any], ea.NewMatch]] = {}
-"""What a ``table_created`` payload text decodes to, and its command (it depends on nothing
-else)."""
+_CREATED: dict[str, tuple[dict[str, Any], ea.NewMatch, list[str]]] = {}
+"""``_created`` by ``table_created`` payload text."""
 
 
 def _fast_wire(engine_event: ee.Event, payload: Mapping[str, Any]) -> list[dict[str, Any]]:
