@@ -84,6 +84,7 @@ from events.mapping import to_wire_command  # noqa: E402
 from services.redis_server import LocalRedis  # noqa: E402
 from services.shard_leases import lease_key  # noqa: E402
 from services.store import MemoryEventStore  # noqa: E402
+from services.store.client import connect  # noqa: E402
 from services.store.keys import KeySpace  # noqa: E402
 from services.table_service import TableService  # noqa: E402
 
@@ -771,7 +772,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     hints: Hints | None = None
     try:
         url = args.url or server.start().url
-        client = redis.asyncio.Redis.from_url(url, decode_responses=False)
+        client = connect(url)
         info = await client.info("server")
         redis_version = info.get("redis_version") or info.get("valkey_version")
         redis_pid = int(info["process_id"])

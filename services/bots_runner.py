@@ -56,6 +56,7 @@ from services.feed_follower import (
 )
 from services.settings import Settings, load_settings
 from services.store.base import FeedEntry
+from services.store.client import connect
 from services.store.keys import KeySpace
 from services.store.redis_store import RedisEventStore
 from services.table import Table
@@ -194,7 +195,7 @@ async def run_bots(
     block_ms: int = 500,
 ) -> None:
     """Follow every shard feed and play the bot seats until ``stop`` is set."""
-    client = Redis.from_url(settings.redis_url, decode_responses=False)
+    client = connect(settings.redis_url)
     log: Any = service_log.get_logger("bots_runner")
     try:
         runner = BotsRunner(client, settings.keys)

@@ -98,6 +98,7 @@ from services.log import configure, get_logger
 from services.settings import Settings, load_settings
 from services.shard_leases import ShardLeases
 from services.store.base import VersionConflict
+from services.store.client import connect
 from services.store.redis_store import RedisEventStore
 from services.table import Table
 from services.table_batch import BatchResult, execute_many
@@ -635,9 +636,7 @@ class EngineWorker:
         self.max_deliveries = max_deliveries
         self.poll_ms = poll_ms
         self.results_channel = results_channel(settings)
-        self.client: redis.asyncio.Redis = redis.asyncio.Redis.from_url(
-            settings.redis_url, decode_responses=False
-        )
+        self.client: redis.asyncio.Redis = connect(settings.redis_url)
         self.store = RedisEventStore(self.client, settings.keys)
         self._service_factory = service_factory
         self._service: TableService | None = None

@@ -83,6 +83,7 @@ from services.log import get_logger
 from services.project_cli import arguments
 from services.settings import Settings, load_settings
 from services.store.base import StoredEvent, StoreError
+from services.store.client import connect
 from services.store.keys import KeySpace
 from services.store.redis_store import READ_CHUNK, READ_LUA, decode_packed
 from services.views_fold import PUBLIC, VIEW_PARTS, FoldError, TableFold
@@ -901,7 +902,7 @@ async def run_projector(
     """
     stop = stop or asyncio.Event()
     own_client = client is None
-    redis = client or Redis.from_url(settings.redis_url, decode_responses=False)
+    redis = client or connect(settings.redis_url)
     projector = Projector(
         redis,
         settings.keys,
@@ -991,7 +992,7 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
                 loop.add_signal_handler(sig, stop.set)
         await run_projector(settings, stop, rebuild=args.rebuild)
         return 0
-    redis = Redis.from_url(settings.redis_url, decode_responses=False)
+    redis = connect(settings.redis_url)
     projector = Projector(
         redis,
         settings.keys,

@@ -271,11 +271,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _read(url: str, keys: KeySpace, table_id: str) -> list[StoredEvent]:
-    import redis.asyncio
-
     from services.store import RedisEventStore
+    from services.store.client import connect
 
-    client = redis.asyncio.Redis.from_url(url, decode_responses=False)
+    client = connect(url)
     try:
         return await RedisEventStore(client, keys).read(table_id)
     finally:

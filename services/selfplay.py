@@ -464,11 +464,10 @@ async def _record(
     args: argparse.Namespace,
     progress: Callable[[int, int], None] | None,
 ) -> tuple[SelfplayResult, list[RecordedTable]]:
-    import redis.asyncio
-
     from services.store import RedisEventStore
+    from services.store.client import connect
 
-    client = redis.asyncio.Redis.from_url(url, decode_responses=False)
+    client = connect(url)
     try:
         store = RedisEventStore(client, keys)
         return await record_selfplay(config, store, args.table_deals, progress=progress)

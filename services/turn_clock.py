@@ -78,6 +78,7 @@ from services.feed_follower import (
 )
 from services.settings import Settings, load_settings
 from services.store.base import FeedEntry
+from services.store.client import connect
 from services.store.keys import KeySpace
 from services.store.redis_store import RedisEventStore
 from services.table import Table
@@ -347,7 +348,7 @@ async def run_clock(
     ``clock`` (ms since the epoch) decides what is due; inject one in tests.
     """
     stop = stop or asyncio.Event()
-    client = Redis.from_url(settings.redis_url, decode_responses=False)
+    client = connect(settings.redis_url)
     log: Any = service_log.get_logger("turn_clock")
     turn_clock = TurnClock(client, settings.keys, clock=clock, lease_ms=settings.claim_idle_ms)
     follower = FeedFollower(

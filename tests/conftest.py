@@ -28,6 +28,7 @@ import redis
 import redis.asyncio
 
 from services.redis_server import LocalRedis, RedisLauncherError, redact_url
+from services.store.client import connect
 
 pytest_plugins = ["pytester"]  # lets tests run a small pytest session against these fixtures
 
@@ -131,8 +132,8 @@ def redis_ns(redis_url: str) -> Iterator[str]:
 
 @pytest.fixture
 async def redis_client(redis_url: str) -> AsyncIterator[redis.asyncio.Redis]:
-    """An asyncio client (bytes in, bytes out) on the test's event loop."""
-    client = redis.asyncio.Redis.from_url(redis_url, decode_responses=False)
+    """An asyncio client (bytes in, bytes out) on the test's event loop, as the services open it."""
+    client = connect(redis_url)
     try:
         yield client
     finally:

@@ -16,6 +16,7 @@ from services.gateway.live import Rooms
 from services.gateway.views import Views
 from services.log import get_logger
 from services.settings import Settings
+from services.store.client import connect
 from services.store.redis_store import RedisEventStore
 from services.tokens import load_secret
 
@@ -45,7 +46,7 @@ class Gateway:
 async def open_gateway(settings: Settings) -> Gateway:
     """Connect to Redis, load the token secret and start the hub."""
     log = get_logger("gateway")
-    redis = Redis.from_url(settings.redis_url, decode_responses=False)
+    redis = connect(settings.redis_url)
     keys = settings.keys
     store = RedisEventStore(redis, keys)
     secret = await load_secret(redis, settings.namespace, settings.token_secret)

@@ -30,6 +30,7 @@ from events.fairness import new_seed
 from events.mapping import to_wire_command
 from services.gateway.app import create_app
 from services.settings import Settings
+from services.store.client import connect
 from services.store.redis_store import RedisEventStore
 from services.table_service import TableService
 from services.tokens import SeatTokens, load_secret
@@ -108,7 +109,7 @@ class Stack:
         from services.projector import run_projector
 
         settings = self.settings
-        self._redis = Redis.from_url(settings.redis_url, decode_responses=False)
+        self._redis = connect(settings.redis_url)
         secret = await load_secret(self._redis, settings.namespace, settings.token_secret)
 
         def service(store: RedisEventStore) -> TableService:

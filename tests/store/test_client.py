@@ -1,0 +1,60 @@
+"""``services.store.client.connect``: the same bytes on the wire as redis-py, packed in C."""
+
+from __future__ import annotations
+
+import pytest
+import redis.asyncio
+from redis.asyncio.connection import Connection, UnixDomainSocketConnection
+from redis.exceptions import DataError
+
+from services.store.client import connect, packing_in_c
+
+ARGUMENT_LISTS = [
+    ("SET", "k", "v"),
+    ("EVALSHA", "a" * 40, 3, b"{s01}:t:x:ev", b"{s01}:t:x:head", b"{s01}:feed", -1, 2.5, "é"),
+    ("CONFIG GET", "maxmemory"),
+    (b"CLIENT SETNAME", b"name"),
+    ("SET", "big", b"x" * 200_000),
+    ("SET", "view", memoryview(b"a view")),
+]
+
+
+@pytest.mark.parametrize("args", ARGUMENT_LISTS, ids=lambda a: str(a[0]))
+def test_packs_what_redis_py_packs(args: tuple[object, ...]) -> None:
+    ours, theirs = packing_in_c(Connection)(), Connection()
+    assert b"".join(ours.pack_command(*args)) == b"".join(theirs.pack_command(*args))
+
+
+def test_pipelines_pack_what_redis_py_packs() -> None:
+    ours, theirs = packing_in_c(Connection)(), Connection()
+    packed = ours.pack_commands(ARGUMENT_LISTS)
+    assert b"".join(packed) == b"".join(theirs.pack_commands(ARGUMENT_LISTS))
+
+
+def test_a_wrong_argument_type_gets_redis_pys_error() -> None:
+    with pytest.raises(DataError):
+        packing_in_c(Connection)().pack_command("SET", "k", None)
+
+
+def test_keeps_the_connection_class_the_url_asks_for() -> None:
+    unix = connect("unix:///tmp/nowhere.sock")
+    tcp = connect("redis://127.0.0.1:1/0")
+    assert issubclass(unix.connection_pool.connection_class, UnixDomainSocketConnection)
+    assert issubclass(tcp.connection_pool.connection_class, Connection)
+    assert packing_in_c(Connection) is tcp.connection_pool.connection_class
+
+
+async def test_commands_and_pipelines_round_trip(redis_url: str, redis_ns: str) -> None:
+    client = connect(redis_url)
+    try:
+        assert isinstance(client, redis.asyncio.Redis)
+        await client.set(f"{redis_ns}:a", "é" * 3)
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.set(f"{redis_ns}:b", b"\x00\xff" * 50_000)
+            pipe.get(f"{redis_ns}:a")
+            pipe.strlen(f"{redis_ns}:b")
+            replies = await pipe.execute()
+        assert replies == [True, "é".encode() * 3, 100_000]
+        assert await client.config_get("maxmemory")  # a two-word command name
+    finally:
+        await client.aclose()
