@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from engine.cards import Card
 from engine.game import evolve
@@ -24,6 +25,16 @@ SEED_KEY = "seed:{number}"
 """The secret-hash field of a deal's seed (hex) until and after it is revealed."""
 TOKEN_KEY = "token:{seat}"
 """The secret-hash field of the SHA-256 of a seat's token."""
+
+
+class Head(Protocol):
+    """Where an append left a table: its last version and that event's hash."""
+
+    @property
+    def last_version(self) -> int: ...
+
+    @property
+    def last_hash(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -67,6 +78,8 @@ class Table:
 
     def with_secrets(self, secrets: Mapping[str, str]) -> Table:
         """Return the table with the seeds and token hashes of its secret hash."""
+        if not secrets:
+            return self
         seeds = dict(self.seeds)
         tokens = dict(self.token_hashes)
         for key, value in secrets.items():
@@ -76,6 +89,39 @@ class Table:
             elif kind == "token":
                 tokens[int(number)] = value
         return replace(self, seeds=seeds, token_hashes=tokens)
+
+    def after(
+        self,
+        events: Iterable[wd.TableEvent],
+        match: Match | None,
+        secrets: Mapping[str, str],
+        appended: Head,
+    ) -> Table:
+        """Return the table after a decided command, its match already folded by the engine.
+
+        The same table as ``with_secrets`` then ``apply`` of each event would give, without
+        mapping the wire events back to the engine (and shuffling a new deal's deck again);
+        ``appended`` gives the version and hash of the last event stored.
+        """
+        table = self.with_secrets(secrets)
+        seats, turn_seconds, algorithms = table.seats, table.turn_seconds, table.algorithms
+        for event in events:
+            if isinstance(event, wd.PlayerJoined):
+                holder = SeatHolder(event.name, event.bot)
+                seats = (holder, seats[1]) if event.seat == 0 else (seats[0], holder)
+            elif isinstance(event, wd.TableCreated):
+                turn_seconds = event.turn_seconds
+            elif isinstance(event, wd.DealStarted):
+                algorithms = {**algorithms, event.number: event.algorithm}
+        return replace(
+            table,
+            version=appended.last_version,
+            hash=appended.last_hash,
+            match=match,
+            seats=seats,
+            turn_seconds=turn_seconds,
+            algorithms=algorithms,
+        )
 
     def apply(self, event: wd.TableEvent, version: int, hash: str) -> Table:
         """Return the table after one of its events (stored at ``version`` with ``hash``)."""

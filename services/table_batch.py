@@ -119,9 +119,8 @@ def _finish(service: TableService, plan: _Plan, appended: AppendResult) -> Outco
         return _replayed(appended)
     if plan.decision is None:
         return Outcome(False, plan.result, table=plan.table)
-    new = plan.table.with_secrets(plan.decision.secrets)
-    for stored, event in zip(appended.events, plan.decision.events, strict=True):
-        new = new.apply(event, stored.version, stored.hash)
+    decision = plan.decision
+    new = plan.table.after(decision.events, decision.match, decision.secrets, appended)
     service._remember(new)
     return Outcome(True, plan.result, False, appended.first_version, appended.last_version, new)
 

@@ -26,7 +26,8 @@ from typing import Any
 from engine import actions as ea
 from engine import events as ee
 from engine.errors import EngineError
-from engine.game import decide
+from engine.game import decide, fold
+from engine.state import Match
 from events import commands as wc
 from events import domain as wd
 from events.base import ContractError
@@ -50,9 +51,14 @@ class TableError(Exception):
 
 @dataclass(frozen=True)
 class Decision:
-    """What a command does: wire events to append, secrets to write and the client's result."""
+    """What a command does: wire events to append, secrets to write and the client's result.
+
+    ``match`` is the engine's match after the events, folded while deciding, so that the table
+    after the append is known without mapping the wire events back (``Table.after``).
+    """
 
     events: list[wd.TableEvent]
+    match: Match | None
     secrets: dict[str, str] = field(default_factory=dict)
     result: dict[str, Any] = field(default_factory=dict)
 
@@ -166,9 +172,7 @@ class TableService:
             return _replayed(appended)
         if _status(table, decision.events) == "over":  # the table's last event: give memory back
             await self.store.seal(table.table_id)
-        new = table.with_secrets(decision.secrets)
-        for stored, event in zip(appended.events, decision.events, strict=True):
-            new = new.apply(event, stored.version, stored.hash)
+        new = table.after(decision.events, decision.match, decision.secrets, appended)
         self._remember(new)
         return Outcome(
             True,
@@ -219,7 +223,8 @@ class TableService:
         engine_command = to_engine_command(command, seat)
         if engine_command is None:  # pragma: no cover - join is handled above
             raise TableError("command/unsupported", f"{command.type} needs no engine")
-        return Decision(self._with_reveals(table, decide(table.match, engine_command)))
+        engine_events = decide(table.match, engine_command)
+        return Decision(self._with_reveals(table, engine_events), fold(engine_events, table.match))
 
     def _create(self, table: Table, command: wc.CreateTable) -> Decision:
         if table.exists:
@@ -228,11 +233,12 @@ class TableService:
         engine_command = to_engine_command(command, None, first_dealer=dealer)
         assert engine_command is not None  # create_table always maps to NewMatch
         events: list[wd.TableEvent] = []
-        for engine_event in decide(None, engine_command):
+        engine_events = decide(None, engine_command)
+        for engine_event in engine_events:
             events += to_wire(engine_event, turn_seconds=command.turn_seconds)
         for bot_seat, bot in sorted((command.bots or {}).items()):
             events.append(wd.PlayerJoined(seat=bot_seat, name=f"{bot} bot", bot=bot))
-        return Decision(events, result={"first_dealer": dealer})
+        return Decision(events, fold(engine_events), result={"first_dealer": dealer})
 
     def _join(self, table: Table, command: wc.Join) -> Decision:
         free = [s for s in (0, 1) if table.seats[s] is None]
@@ -248,11 +254,14 @@ class TableService:
         joined = wd.PlayerJoined(seat=seat, name=command.name)
         seats = list(table.seats)
         seats[seat] = SeatHolder(command.name)
-        decision = Decision([joined], secrets, {"seat": seat})
+        decision = Decision([joined], table.match, secrets, {"seat": seat})
         if None not in seats and table.deal_number == 0:  # both seated: the first deal starts
             started = self._next_deal(table)
             decision = Decision(
-                [joined, *started.events], {**secrets, **started.secrets}, decision.result
+                [joined, *started.events],
+                started.match,
+                {**secrets, **started.secrets},
+                decision.result,
             )
         return decision
 
@@ -264,7 +273,12 @@ class TableService:
         events: list[wd.TableEvent] = []
         for engine_event in engine_events:
             events += to_wire(engine_event, commitment=commitment(seed))
-        return Decision(events, {SEED_KEY.format(number=number): seed_hex(seed)}, {"deal": number})
+        return Decision(
+            events,
+            fold(engine_events, table.match),
+            {SEED_KEY.format(number=number): seed_hex(seed)},
+            {"deal": number},
+        )
 
     def _seed(self, table_id: str, number: int) -> bytes:
         """Return a fresh secret seed, or, with an insecure deal key, the keyed one."""

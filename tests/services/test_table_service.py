@@ -148,3 +148,33 @@ async def test_the_next_deal_needs_both_seats() -> None:
     assert (await driver.send(1, type="next_deal")).code == "table/not_full"
     table = await driver.service.load(driver.table_id)
     assert table.deal_number == 0 and table.version == 2
+
+
+@pytest.mark.parametrize("seed", range(4))
+async def test_the_cached_table_after_every_command_equals_the_stored_fold(seed: int) -> None:
+    """``Table.after`` (the engine's own match, no re-mapping) agrees with folding the store."""
+    store = MemoryEventStore()
+    service = TableService(store, insecure_deal_key=KEY if seed % 2 else None)
+    driver = Driver(service, f"T-after-{seed}")
+    rng = random.Random(seed)
+    bots = [make_bot("greedy"), make_bot("random")]
+
+    async def check() -> None:
+        cached = service.cached(driver.table_id)
+        assert cached == await TableService(store).load(driver.table_id)
+
+    await driver.send(None, type="create_table", deals=3, turn_seconds=30, bots={"1": "random"})
+    await check()
+    await driver.send(None, type="join", name="ann")
+    await check()
+    while not (table := await service.load(driver.table_id)).match.over:  # type: ignore[union-attr]
+        match = table.match
+        assert match is not None
+        if match.to_act is None:
+            await driver.send(0, type="next_deal")
+        else:
+            seat = match.to_act
+            action = bots[seat].choose(match, seat, rng)
+            command = to_wire_command(action, driver.table_id, next(driver.ids), table.version)
+            assert (await service.execute(command, seat)).ok
+        await check()
