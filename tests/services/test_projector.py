@@ -36,7 +36,7 @@ from services.settings import load_settings
 from services.store import EventStore, KeySpace, MemoryEventStore, RedisEventStore
 from services.table import Table, fold_table
 from services.table_service import Outcome, TableService
-from services.views_fold import VIEW_PARTS, FoldError, TableFold
+from services.views_fold import VIEW_PARTS, FoldError, TableFold, dump_view
 
 CARD = re.compile(r"[A2-7JQK][CDHS]")
 FIXTURE = Path(__file__).parents[1] / "events" / "fixtures" / "table_v1.jsonl"
@@ -218,6 +218,8 @@ async def test_views_without_seeds_equal_the_engine_views_at_every_version() -> 
                 continue
             assert truth.match is not None
             views = fold.views()
+            for part, view in fold.view_dicts().items():  # orjson writes what json would
+                assert views[part] == json.dumps(view, separators=(",", ":"), ensure_ascii=False)
             assert json.loads(views["public"])["version"] == e.version
             assert_views_equal_engine(views, truth.match, table_id)
             assert_secret(views, truth.match)
@@ -765,3 +767,11 @@ def test_python_m_entry_point_parses_the_same_arguments() -> None:
     with pytest.raises(SystemExit) as exc:
         projector.main(["--help"])
     assert exc.value.code == 0
+
+
+@pytest.mark.parametrize(
+    "name", ["ann", "Zoë ✓", 'quote " and \\ back', "tab\tnew\nline\x01", "\u2028 emoji 🃏"]
+)
+def test_view_text_is_the_standard_librarys_compact_json(name: str) -> None:
+    view = {"seats": [{"name": name, "bot": None}, None], "scores": {0: 1, 1: 0}, "ok": True}
+    assert dump_view(view) == json.dumps(view, separators=(",", ":"), ensure_ascii=False)
