@@ -1063,7 +1063,7 @@ def test_clean_tables_on_redis_take_the_fast_path(
     async def no_full_read(*args: object) -> None:
         raise AssertionError("a clean table was read again for the full audit")
 
-    monkeypatch.setattr(audit, "load_tables", no_full_read)
+    monkeypatch.setattr("services.audit.store_audit.load_tables", no_full_read)
     code, data = audit_json(capsys, redis_url, tables, "--all")
     assert code == 0 and data["tables"] == 2, data
 
