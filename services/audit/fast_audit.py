@@ -24,6 +24,7 @@ the same things in cheaper terms:
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from engine import actions as ea
@@ -165,36 +166,10 @@ class _FastAudit(_FastRedecide):
                         return None
                     self.seats[n - 1] = seat
             else:  # table_created: decoded as the full audit does (remembered by its text)
-                known = _CREATED.get(text)
-                if known is None:
-                    body = _json_decode("{" + text + "}")
-                    body["type"] = kind
-                    body["v"] = int(v)
-                    body["command_id"] = cid
-                    if causation:
-                        body["causation"] = causation
-                    body["time"] = int(moment)
-                    body["table_id"] = table_id
-                    body["version"] = n
-                    known = _created(table_id, text, _Stored(n, body, body_hash(prev, body)), cid)
-                    if known is None:
-                        return None
-                payload, command, items = known
-                self.created[n - 1] = (payload, command)
-                envelope = [
-                    f'"command_id":"{cid}"',
-                    f'"table_id":"{table_id}"',
-                    f'"time":{moment}',
-                    '"type":"table_created"',
-                    f'"v":{v}',
-                    f'"version":{n}',
-                ]
-                if caused:
-                    envelope.append(caused[:-1])
-                whole = ",".join(sorted([*items, *envelope]))  # '"key":…' sort as their keys
-                digest = sha256()
-                digest.update(f"{prev}\n{{{whole}}}".encode())
-                prev = digest.hexdigest()
+                created = self.created_hash(n, row, caused, prev)
+                if created is None:
+                    return None
+                prev = created
             add(prev)
         self.digests = "".join(digests)
         # no part holds 0x1F, so these match when every id and every time does
@@ -203,6 +178,49 @@ class _FastAudit(_FastRedecide):
         if len(set(ids)) != len(ids):  # a command id used twice
             return None
         return prev
+
+    def created_hash(self, n: int, row: list[str], caused: str, prev: str) -> str | None:
+        """The hash of the ``table_created`` at version ``n``, from its fields as the full audit
+        decodes them (remembered by its text; None if they are not its text)."""
+        _, v, cid, _, moment, text = row
+        known = _CREATED.get(text)
+        if known is None:
+            known = self.decode_created(n, row, prev)
+            if known is None:
+                return None
+        payload, command, items = known
+        self.created[n - 1] = (payload, command)
+        envelope = [
+            f'"command_id":"{cid}"',
+            f'"table_id":"{self.table_id}"',
+            f'"time":{moment}',
+            '"type":"table_created"',
+            f'"v":{v}',
+            f'"version":{n}',
+        ]
+        if caused:
+            envelope.append(caused[:-1])
+        whole = ",".join(sorted([*items, *envelope]))  # '"key":…' sort as their keys
+        digest = _SHA256.copy()
+        digest.update(f"{prev}\n{{{whole}}}".encode())
+        return digest.hexdigest()
+
+    def decode_created(
+        self, n: int, row: list[str], prev: str
+    ) -> tuple[dict[str, Any], ea.NewMatch, list[str]] | None:
+        """``_created`` of the ``table_created`` at version ``n``, its body rebuilt from the row."""
+        kind, v, cid, causation, moment, text = row
+        table_id = self.table_id
+        body = _json_decode("{" + text + "}")
+        body["type"] = kind
+        body["v"] = int(v)
+        body["command_id"] = cid
+        if causation:
+            body["causation"] = causation
+        body["time"] = int(moment)
+        body["table_id"] = table_id
+        body["version"] = n
+        return _created(table_id, text, _Stored(n, body, body_hash(prev, body)), cid)
 
     # -- step 3 ----------------------------------------------------------------------------------
 
@@ -230,21 +248,8 @@ class _FastAudit(_FastRedecide):
             elif kind == "stakes_settled":
                 if current:
                     settled.add(current)
-            else:
-                reveal = _checked_payload(kind, rows[i][5])
-                if reveal is None:
-                    return False
-                number = reveal["number"]
-                start = started.get(number)
-                algorithm = reveal["algorithm"]
-                if rows[i][5] != _reveal_text(reveal) or number in self.reveals or start is None:
-                    return False
-                self.reveals[number] = i
-                commit = self.payloads[start]
-                seed = parse_seed(reveal["seed"])
-                if algorithm != commit["algorithm"] or not verify(seed, commit["commitment"]):
-                    return False
-                self.decks[number] = _deck_of(seed, algorithm, deal_context(self.table_id, number))
+            elif not self.check_reveal(i, started):
+                return False
         self.deals = len(started)
         for number, i in started.items():
             if number in self.reveals:
@@ -256,6 +261,26 @@ class _FastAudit(_FastRedecide):
             if deck is None:
                 return False
             self.decks[number] = deck
+        return True
+
+    def check_reveal(self, i: int, started: Mapping[int, int]) -> bool:
+        """``_Audit._check_reveal`` of the ``deal_revealed`` of row ``i``: a canonical text, the
+        deal's first reveal, its seed hashing to the commitment; then the deal's deck."""
+        rows = self.rows
+        reveal = _checked_payload(rows[i][0], rows[i][5])
+        if reveal is None:
+            return False
+        number = reveal["number"]
+        start = started.get(number)
+        algorithm = reveal["algorithm"]
+        if rows[i][5] != _reveal_text(reveal) or number in self.reveals or start is None:
+            return False
+        self.reveals[number] = i
+        commit = self.payloads[start]
+        seed = parse_seed(reveal["seed"])
+        if algorithm != commit["algorithm"] or not verify(seed, commit["commitment"]):
+            return False
+        self.decks[number] = _deck_of(seed, algorithm, deal_context(self.table_id, number))
         return True
 
     def recorded_deck(self, start: int, hands: list[int]) -> tuple[Card, ...] | None:
