@@ -49,6 +49,7 @@ from services import audit, cli
 from services.audit import audit_store, fast_redecide, load_tables
 from services.selfplay import SelfplayConfig, record_selfplay
 from services.store import KeySpace, RedisEventStore
+from services.store.client import connect
 
 
 def cpu_model() -> str:
@@ -185,7 +186,7 @@ async def delete_namespace(client: redis.asyncio.Redis, ns: str) -> None:
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    client = redis.asyncio.Redis.from_url(args.url, decode_responses=False)
+    client = connect(args.url)
     ns = args.namespace or f"bench-audit-{secrets.token_hex(4)}"
     store = RedisEventStore(client, KeySpace(ns))
     out: dict[str, Any] = {"namespace": ns}

@@ -45,6 +45,7 @@ from services.engine_worker import EngineWorker
 from services.log import configure
 from services.settings import load_settings
 from services.store import MemoryEventStore, RedisEventStore
+from services.store.client import connect
 from services.table_service import TableService
 
 SEED = bytes(range(32))
@@ -129,7 +130,7 @@ async def one_run(args: argparse.Namespace, games: dict[str, list[Entry]]) -> di
         worker_id=f"{ns}-w",
         token_secret="b" * 32,
     )
-    client = redis.asyncio.Redis.from_url(args.url, decode_responses=False)
+    client = connect(args.url)
     worker = EngineWorker(settings, service_factory=fixed_service)
     try:
         await worker.create_groups()

@@ -120,11 +120,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace, keys: KeySpace) -> int:
-    import redis.asyncio
-
     from services.store import RedisEventStore
+    from services.store.client import connect
 
-    client = redis.asyncio.Redis.from_url(args.redis_url, decode_responses=False)
+    client = connect(args.redis_url)
     try:
         store = RedisEventStore(client, keys)
         if args.all:
@@ -227,11 +226,10 @@ def _audit_share(url: str, ns: str, shards: int, table_ids: list[str], batch: in
     from services.store.keys import KeySpace
 
     async def audit_share() -> AuditSummary:
-        import redis.asyncio
-
         from services.store import RedisEventStore
+        from services.store.client import connect
 
-        client = redis.asyncio.Redis.from_url(url, decode_responses=False)
+        client = connect(url)
         try:
             summary = AuditSummary()
             store = RedisEventStore(client, KeySpace(ns, shards))
