@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar, cast
 
 from engine import actions as ea
 from engine import events as ee
@@ -63,6 +64,7 @@ DeckOf = Callable[[int], Sequence[Card]]
 WireTable = tuple[tuple[str, ...], ...]
 
 _CODE = re.compile(wd.CODE_PATTERN)
+_Event = TypeVar("_Event", bound=wd.EventModel)
 
 
 # --- cards, melds, tables and rules --------------------------------------------------------------
@@ -107,6 +109,17 @@ def rules_from_wire(rules: wd.RuleSet) -> Rules:
 # --- engine events to the wire -------------------------------------------------------------------
 
 
+def _made(model: type[_Event], **fields: Any) -> _Event:
+    """Return a wire event of fields mapped from engine values, without validating them again.
+
+    Engine values are valid by construction and the mapping writes them in canonical form
+    (``format_card``, rank-then-suit order, tuples), so pydantic's validation here only spent
+    time: a test checks that every event mapped from thousands of random games equals its
+    validated form (``model_validate`` of its own dump).
+    """
+    return cast(_Event, model.model_construct(**fields))
+
+
 def to_wire(
     event: ee.Event,
     *,
@@ -129,11 +142,13 @@ def to_wire(
                 raise ValueError(f"deal {event.number}: a deal_started needs the commitment")
             return _deal_started(event, commitment, algorithm)
         case ee.CardDeclined(seat=seat, card=card, how=how, forceable=forceable):
+            kind: type[wd.CardRefused | wd.CardLeft]
             kind = wd.CardRefused if how is ee.Decline.REFUSED else wd.CardLeft
-            return [kind(seat=seat, card=format_card(card), forceable=forceable)]
+            return [_made(kind, seat=seat, card=format_card(card), forceable=forceable)]
         case ee.MeldMade(seat=seat, card=card, hand=hand, table=table):
             return [
-                wd.MeldMade(
+                _made(
+                    wd.MeldMade,
                     seat=seat,
                     card=format_card(card),
                     hand=cards_to_wire(hand),
@@ -141,7 +156,11 @@ def to_wire(
                 )
             ]
         case ee.HandMelded(seat=seat, hand=hand, table=table):
-            return [wd.HandMelded(seat=seat, hand=cards_to_wire(hand), table=table_to_wire(table))]
+            return [
+                _made(
+                    wd.HandMelded, seat=seat, hand=cards_to_wire(hand), table=table_to_wire(table)
+                )
+            ]
         case _:
             return [_simple_to_wire(event)]
 
@@ -159,14 +178,15 @@ def _table_created(event: ee.MatchStarted, turn_seconds: int | None) -> wd.Table
 def _deal_started(event: ee.DealStarted, commit: str, algorithm: str) -> list[wd.TableEvent]:
     non_dealer, dealer, _stock = split_deck(event.deck)
     hands = {1 - event.dealer: non_dealer, event.dealer: dealer}
-    started = wd.DealStarted(
+    started = _made(
+        wd.DealStarted,
         number=event.number,
         dealer=event.dealer,
         stake=event.stake,
         commitment=commit,
         algorithm=algorithm,
     )
-    dealt = [wd.HandDealt(seat=s, cards=cards_to_wire(mask_of(hands[s]))) for s in (0, 1)]
+    dealt = [_made(wd.HandDealt, seat=s, cards=cards_to_wire(mask_of(hands[s]))) for s in (0, 1)]
     return [started, dealt[0], dealt[1]]
 
 
@@ -174,25 +194,27 @@ def _simple_to_wire(event: ee.Event) -> wd.TableEvent:
     """Map the engine events whose fields carry over one to one (cards as text)."""
     match event:
         case ee.CardTurned(seat=seat, card=card):
-            return wd.CardTurned(seat=seat, card=format_card(card))
+            return _made(wd.CardTurned, seat=seat, card=format_card(card))
         case ee.ForceDemanded(seat=seat):
-            return wd.ForceDemanded(seat=seat)
+            return _made(wd.ForceDemanded, seat=seat)
         case ee.ForceWaived(seat=seat):
-            return wd.ForceWaived(seat=seat)
+            return _made(wd.ForceWaived, seat=seat)
         case ee.CardWasted(card=card):
-            return wd.CardWasted(card=format_card(card))
+            return _made(wd.CardWasted, card=format_card(card))
         case ee.CardDiscarded(seat=seat, card=card):
-            return wd.CardDiscarded(seat=seat, card=format_card(card))
+            return _made(wd.CardDiscarded, seat=seat, card=format_card(card))
         case ee.WentOut(seat=seat):
-            return wd.WentOut(seat=seat)
+            return _made(wd.WentOut, seat=seat)
         case ee.GameDrawn():
-            return wd.GameDrawn()
+            return _made(wd.GameDrawn)
         case ee.Resigned(seat=seat):
-            return wd.Resigned(seat=seat)
+            return _made(wd.Resigned, seat=seat)
         case ee.StakesSettled(winner=winner, amount=amount, scores=scores, next_stake=stake):
-            return wd.StakesSettled(winner=winner, amount=amount, scores=scores, next_stake=stake)
+            return _made(
+                wd.StakesSettled, winner=winner, amount=amount, scores=scores, next_stake=stake
+            )
         case ee.MatchEnded(winner=winner, scores=scores):
-            return wd.MatchEnded(winner=winner, scores=scores)
+            return _made(wd.MatchEnded, winner=winner, scores=scores)
     raise TypeError(f"not an engine event with a one-to-one wire form: {event!r}")
 
 

@@ -234,6 +234,19 @@ def test_engine_events_round_trip_through_the_wire(seed: int) -> None:
         assert fold(rebuilt) == played.match
 
 
+def test_mapped_events_equal_their_validated_form() -> None:
+    """``to_wire`` skips pydantic's validation (engine values are canonical already): every event
+    it maps from random matches equals what validating its dump, or its JSON, gives."""
+    kinds: set[str] = set()
+    for played in matches(60, seed=21):
+        for event in wire_stream(played):
+            model = type(event)
+            assert model.model_validate(event.model_dump()) == event
+            assert model.model_validate_json(event.model_dump_json()) == event
+            kinds.add(event.TYPE)
+    assert {"meld_made", "card_refused", "card_left", "stakes_settled", "hand_dealt"} <= kinds
+
+
 def test_no_public_event_shows_a_hidden_card_before_the_reveal() -> None:
     """Cards still hidden when a deal ends (in a hand, or unturned in the stock) appear in no
     public event of that deal, and each ``hand_dealt`` goes to its own seat only."""
