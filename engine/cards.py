@@ -33,6 +33,12 @@ _SPANISH_RANKS = ("1", "2", "3", "4", "5", "6", "7", "sota", "caballo", "rey")
 _SPANISH_SUIT_LETTER = {name: letter for letter, name in _SPANISH_SUITS.items()}
 
 
+_TEXT_OF_CARD: tuple[str, ...] = tuple(RANKS[c % 10] + SUITS[c // 10] for c in ALL_CARDS)
+"""The canonical text of every card, by card."""
+_CARD_OF_TEXT: dict[str, Card] = {text: c for c, text in enumerate(_TEXT_OF_CARD)}
+"""Every card by its canonical text."""
+
+
 def card(rank: int, suit: int) -> Card:
     """Return the card of a rank index (0 = ace … 9 = king) and a suit index (0 = clubs …)."""
     return suit * 10 + rank
@@ -51,9 +57,13 @@ def suit_of(c: Card) -> int:
 def parse_card(text: str) -> Card:
     """Parse one card such as ``7H``, ``jc`` or ``A♠``; the suit may come first or last.
 
-    Raises NotationError naming the text when it is not a card of the 40-card deck
-    (``8H``, ``10S`` and ``XX`` are errors).
+    Canonical text (``7H``, what every service writes) is one dictionary look-up.  Raises
+    NotationError naming the text when it is not a card of the 40-card deck (``8H``, ``10S``
+    and ``XX`` are errors).
     """
+    found = _CARD_OF_TEXT.get(text)
+    if found is not None:
+        return found
     raw = text.strip()
     letters = "".join(_SUIT_SYMBOLS.get(ch, ch) for ch in raw).upper()
     if len(letters) == 2:
@@ -71,6 +81,8 @@ def parse_cards(text: str | Iterable[str]) -> tuple[Card, ...]:
 
 def format_card(c: Card, labels: Labels = "en") -> str:
     """Format a card as ``7H`` or, with Spanish labels, ``7 de copas`` / ``sota de bastos``."""
+    if labels == "en" and type(c) is int and 0 <= c < DECK_SIZE:
+        return _TEXT_OF_CARD[c]
     if not 0 <= c < DECK_SIZE:
         raise NotationError(f"card index out of range: {c!r}", text=str(c))
     if labels == "es":
