@@ -113,9 +113,10 @@ def _made(model: type[_Event], **fields: Any) -> _Event:
     """Return a wire event of fields mapped from engine values, without validating them again.
 
     Engine values are valid by construction and the mapping writes them in canonical form
-    (``format_card``, rank-then-suit order, tuples), so pydantic's validation here only spent
-    time: a test checks that every event mapped from thousands of random games equals its
-    validated form (``model_validate`` of its own dump).
+    (``format_card``, rank-then-suit order, tuples), so validating every card of a hand or a
+    table again only spent time (10 µs a ``meld_made`` against 4 µs); events of a field or two
+    are quicker validated than constructed.  A test checks that every event mapped from
+    random games equals its validated form (``model_validate`` of its own dump).
     """
     return cast(_Event, model.model_construct(**fields))
 
@@ -144,7 +145,7 @@ def to_wire(
         case ee.CardDeclined(seat=seat, card=card, how=how, forceable=forceable):
             kind: type[wd.CardRefused | wd.CardLeft]
             kind = wd.CardRefused if how is ee.Decline.REFUSED else wd.CardLeft
-            return [_made(kind, seat=seat, card=format_card(card), forceable=forceable)]
+            return [kind(seat=seat, card=format_card(card), forceable=forceable)]
         case ee.MeldMade(seat=seat, card=card, hand=hand, table=table):
             return [
                 _made(
@@ -178,8 +179,7 @@ def _table_created(event: ee.MatchStarted, turn_seconds: int | None) -> wd.Table
 def _deal_started(event: ee.DealStarted, commit: str, algorithm: str) -> list[wd.TableEvent]:
     non_dealer, dealer, _stock = split_deck(event.deck)
     hands = {1 - event.dealer: non_dealer, event.dealer: dealer}
-    started = _made(
-        wd.DealStarted,
+    started = wd.DealStarted(
         number=event.number,
         dealer=event.dealer,
         stake=event.stake,
@@ -194,27 +194,25 @@ def _simple_to_wire(event: ee.Event) -> wd.TableEvent:
     """Map the engine events whose fields carry over one to one (cards as text)."""
     match event:
         case ee.CardTurned(seat=seat, card=card):
-            return _made(wd.CardTurned, seat=seat, card=format_card(card))
+            return wd.CardTurned(seat=seat, card=format_card(card))
         case ee.ForceDemanded(seat=seat):
-            return _made(wd.ForceDemanded, seat=seat)
+            return wd.ForceDemanded(seat=seat)
         case ee.ForceWaived(seat=seat):
-            return _made(wd.ForceWaived, seat=seat)
+            return wd.ForceWaived(seat=seat)
         case ee.CardWasted(card=card):
-            return _made(wd.CardWasted, card=format_card(card))
+            return wd.CardWasted(card=format_card(card))
         case ee.CardDiscarded(seat=seat, card=card):
-            return _made(wd.CardDiscarded, seat=seat, card=format_card(card))
+            return wd.CardDiscarded(seat=seat, card=format_card(card))
         case ee.WentOut(seat=seat):
-            return _made(wd.WentOut, seat=seat)
+            return wd.WentOut(seat=seat)
         case ee.GameDrawn():
-            return _made(wd.GameDrawn)
+            return wd.GameDrawn()
         case ee.Resigned(seat=seat):
-            return _made(wd.Resigned, seat=seat)
+            return wd.Resigned(seat=seat)
         case ee.StakesSettled(winner=winner, amount=amount, scores=scores, next_stake=stake):
-            return _made(
-                wd.StakesSettled, winner=winner, amount=amount, scores=scores, next_stake=stake
-            )
+            return wd.StakesSettled(winner=winner, amount=amount, scores=scores, next_stake=stake)
         case ee.MatchEnded(winner=winner, scores=scores):
-            return _made(wd.MatchEnded, winner=winner, scores=scores)
+            return wd.MatchEnded(winner=winner, scores=scores)
     raise TypeError(f"not an engine event with a one-to-one wire form: {event!r}")
 
 

@@ -94,6 +94,7 @@ from faststream.redis.subscriber.usecases import LogicSubscriber
 from prometheus_client import Counter, Histogram
 
 from events.commands import Command, parse_command
+from services import compact_json
 from services.log import configure, get_logger
 from services.settings import Settings, load_settings
 from services.shard_leases import ShardLeases
@@ -146,10 +147,6 @@ _RawEntry = tuple[bytes, Mapping[bytes, bytes]]
 def results_channel(settings: Settings) -> str:
     """The channel of result hints: ``<ns>:results``."""
     return f"{settings.namespace}:results"
-
-
-def _dumps(value: object) -> str:
-    return json.dumps(value, separators=(",", ":"))
 
 
 def _b(value: Any) -> bytes:
@@ -522,7 +519,7 @@ class ShardRunner:
                         head.hash,
                         command.command_id,
                         (),
-                        _dumps(result),
+                        compact_json.dumps(result),
                     )
                 except VersionConflict:
                     continue
@@ -555,13 +552,15 @@ class ShardRunner:
         if bad.command_id is not None:
             result = {"ok": False, "code": bad.code, "message": bad.message}
             hints.append(
-                _dumps({"table_id": bad.table_id, "command_id": bad.command_id, "result": result})
+                compact_json.dumps(
+                    {"table_id": bad.table_id, "command_id": bad.command_id, "result": result}
+                )
             )
 
     async def _answered(self, entry: _Entry, outcome: Outcome, hints: list[str]) -> None:
         command = entry.command
         hints.append(
-            _dumps(
+            compact_json.dumps(
                 {
                     "table_id": command.table_id,
                     "command_id": command.command_id,

@@ -30,7 +30,6 @@ first outcome, so a retry never applies anything twice.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import weakref
 from collections import defaultdict, deque
@@ -44,6 +43,7 @@ from engine.errors import EngineError
 from events import commands as wc
 from events.base import ContractError
 from events.mapping import rejection
+from services import compact_json
 from services.store.base import AppendRequest, AppendResult, EventStore, VersionConflict
 from services.store.redis_store import APPEND_LUA, RedisEventStore
 from services.table import Table
@@ -96,7 +96,7 @@ def _plan(service: TableService, index: int, table: Table, item: BatchItem, now:
             table.hash,
             command.command_id,
             (),
-            json.dumps(result, separators=(",", ":")),
+            compact_json.dumps(result),
         )
         return _Plan(index, table, command, seat, request, None, result)
     result = {"ok": True, **decision.result}
@@ -106,7 +106,7 @@ def _plan(service: TableService, index: int, table: Table, item: BatchItem, now:
         table.hash,
         command.command_id,
         [_body(e, command.command_id, now) for e in decision.events],
-        json.dumps(result, separators=(",", ":")),
+        compact_json.dumps(result),
         decision.secrets or None,
         _status(table, decision.events),
     )

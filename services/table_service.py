@@ -33,6 +33,7 @@ from events import domain as wd
 from events.base import ContractError
 from events.fairness import SHUFFLE_ALGORITHM, commitment, deal_context, new_seed, seed_hex, shuffle
 from events.mapping import rejection, reveal, to_engine_command, to_wire
+from services import compact_json
 from services.store.base import AppendResult, EventStore, VersionConflict
 from services.table import SEED_KEY, TOKEN_KEY, SeatHolder, Table, fold_table
 
@@ -164,7 +165,7 @@ class TableService:
             table.hash,
             command.command_id,
             bodies,
-            json.dumps({"ok": True, **decision.result}, separators=(",", ":")),
+            compact_json.dumps({"ok": True, **decision.result}),
             secrets=decision.secrets or None,
             status=_status(table, decision.events),
         )
@@ -192,7 +193,7 @@ class TableService:
             table.hash,
             command.command_id,
             (),
-            json.dumps(result, separators=(",", ":")),
+            compact_json.dumps(result),
         )
         if appended.duplicate:
             return _replayed(appended)

@@ -1,0 +1,18 @@
+"""Compact JSON text of small service values (command results, result hints), by orjson.
+
+The text is what ``json.dumps(value, separators=(",", ":"), ensure_ascii=False)`` writes for
+the values the services send (dicts with string keys, strings, ints, booleans, None, lists):
+the standard library builds a new encoder for every call with ``separators``, which cost the
+engine worker 7 % of its CPU for two small dicts a command.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+__all__ = ["dumps"]
+
+
+def dumps(value: object) -> str:
+    """Return the compact JSON text of ``value`` (non-ASCII characters written as themselves)."""
+    return orjson.dumps(value).decode()
