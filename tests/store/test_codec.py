@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from store_helpers import typical_body
 
 from events.chain import canonical_json
-from services.store.redis_store import encode_body, pack_body, unpack_body
+from services.store.redis_store import encode_body, encode_body_exact, pack_body, unpack_body
 
 scalars = (
     st.none()
@@ -57,6 +57,23 @@ def test_encoded_canonical_json_is_canonical_json(body: dict[str, Any]) -> None:
     canonical, stored = encode_body(body)
     assert canonical == canonical_json(body)
     assert stored == pack_body(body)
+    assert (canonical, stored) == encode_body_exact(body)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        typical_body(5),
+        {"type": "meld_made", "v": 1, "hand": ["AC", "2C"], "table": [["5S", "6S", "7S"]]},
+        {"scores": (3, -1), "winner": None, "ok": True, "name": 'Zoë \u2028 🃏 \x1f "'},
+        {"x": [1.5, 1e16], "y": {"b": 1e-7, "a": [2**70]}},
+        {"big": 2**64, "neg": -(2**63) - 1},
+        {"deep": [[[1]]], "set": ["a"]},
+    ],
+)
+def test_quick_and_exact_encodings_agree(body: dict[str, Any]) -> None:
+    assert encode_body(body) == encode_body_exact(body)
+    assert encode_body(body)[0] == canonical_json(body)
 
 
 def test_encode_rejects_what_json_rejects() -> None:
