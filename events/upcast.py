@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from events.base import InvalidContent, MalformedJson, UnknownType, UnknownVersion, summarise
 from events.domain import EVENT_TYPES, DomainEvent
@@ -29,8 +29,6 @@ Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
 UPCASTERS: dict[tuple[str, int], Upcaster] = {}
 """Every upcaster by the event type and the version it reads."""
-
-_EVENT: TypeAdapter[DomainEvent] = TypeAdapter(DomainEvent)
 
 
 def upcaster(kind: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
@@ -89,10 +87,10 @@ def parse_event(raw: Mapping[str, Any] | str | bytes) -> DomainEvent:
     if not isinstance(raw, Mapping):
         raise MalformedJson("event", f"an event must be a JSON object, not {type(raw).__name__}")
     event = upcast(raw)
-    try:
-        return _EVENT.validate_python(event)
+    try:  # the class of its type directly: the union's tag look-up cost a fifth more
+        return cast(DomainEvent, EVENT_TYPES[event["type"]].model_validate(event))
     except ValidationError as exc:
-        text, details = summarise(exc, skip=1)
+        text, details = summarise(exc)
         raise InvalidContent("event", f"invalid {event['type']} event: {text}", details) from None
 
 
