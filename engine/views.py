@@ -55,12 +55,20 @@ def seat_view(match: Match, seat: int) -> JSON:
     Raises ValueError for a seat other than 0 or 1.
     """
     _check_viewer(seat)
-    return _view(match, seat)
+    return _views(match, (seat,))[0]
 
 
 def spectator_view(match: Match) -> JSON:
     """Return what a spectator may see of the match: public cards and the sizes of the rest."""
-    return _view(match, None)
+    return _views(match, (None,))[0]
+
+
+def table_views(match: Match) -> tuple[JSON, JSON, JSON]:
+    """Return the views of seat 0, seat 1 and a spectator, equal to ``seat_view`` and
+    ``spectator_view``, built together: the parts no viewer changes are built once and shared
+    between the three, so treat them as read-only."""
+    seat0, seat1, spectator = _views(match, (0, 1, None))
+    return seat0, seat1, spectator
 
 
 def _check_viewer(seat: int | None) -> None:
@@ -73,44 +81,69 @@ def _hand_shown(deal: Deal, owner: int, viewer: int | None) -> bool:
     return owner == viewer or deal.phase is Phase.OVER
 
 
-def _view(match: Match, seat: int | None) -> JSON:
-    """Build the view of ``seat``, None standing for a spectator.
+def _views(match: Match, viewers: tuple[int | None, ...]) -> list[JSON]:
+    """Build the view of each viewer, None standing for a spectator.
 
-    Secrecy is decided here and in ``_hand_shown``, nowhere else.
+    Secrecy is decided here and in ``_hand_shown``, nowhere else: a hand goes into a viewer's
+    view only when ``_hand_shown`` says so, and legal actions only to the seat to act.
     """
-    acting = seat is not None and seat == match.to_act
-    return {
-        "seat": seat,
-        "rules": dict(_rules_dict(match.rules)),
-        "deals": match.deals,
-        "target_score": match.target_score,
-        "scores": list(match.scores),
-        "next_stake": match.next_stake,
-        "deals_played": match.deals_played,
-        "results": [_outcome(o.termination.value, o.winner) for o in match.results],
-        "match_over": match.over,
-        "winner": match.winner,
-        "deal": None if match.deal is None else _deal_view(match.deal, seat),
-        "legal_actions": [format_action(a) for a in legal_actions(match)] if acting else [],
-    }
+    rules = dict(_rules_dict(match.rules))
+    scores = list(match.scores)
+    results = [_outcome(o.termination.value, o.winner) for o in match.results]
+    deal = match.deal
+    deals = [None] * len(viewers) if deal is None else _deal_views(deal, viewers)
+    to_act = match.to_act
+    legal = [format_action(a) for a in legal_actions(match)] if to_act in viewers else []
+    return [
+        {
+            "seat": viewer,
+            "rules": rules,
+            "deals": match.deals,
+            "target_score": match.target_score,
+            "scores": scores,
+            "next_stake": match.next_stake,
+            "deals_played": match.deals_played,
+            "results": results,
+            "match_over": match.over,
+            "winner": match.winner,
+            "deal": deal_view,
+            "legal_actions": legal if viewer is not None and viewer == to_act else [],
+        }
+        for viewer, deal_view in zip(viewers, deals, strict=True)
+    ]
 
 
-def _deal_view(deal: Deal, seat: int | None) -> JSON:
+def _deal_views(deal: Deal, viewers: tuple[int | None, ...]) -> list[JSON]:
+    """The deal as each viewer sees it: the same but for which hands are shown."""
     over = deal.phase is Phase.OVER
     outcome = deal.outcome
-    return {
-        "number": deal.number,
-        "dealer": deal.dealer,
-        "stake": deal.stake,
-        "phase": deal.phase.value,
-        "to_act": None if over else deal.to_act,
-        "players": [_player(deal, s, _hand_shown(deal, s, seat)) for s in (0, 1)],
-        "centre": None if deal.centre is None else format_card(deal.centre),
-        "declined": None if deal.declined is None else deal.declined.value,
-        "stock_count": len(deal.stock),
-        "waste_count": len(deal.waste),
-        "outcome": None if outcome is None else _outcome(outcome.termination.value, outcome.winner),
-    }
+    players: dict[tuple[int, bool], JSON] = {}
+
+    def player(seat: int, viewer: int | None) -> JSON:
+        shown = _hand_shown(deal, seat, viewer)
+        made = players.get((seat, shown))
+        if made is None:
+            made = players[seat, shown] = _player(deal, seat, shown)
+        return made
+
+    return [
+        {
+            "number": deal.number,
+            "dealer": deal.dealer,
+            "stake": deal.stake,
+            "phase": deal.phase.value,
+            "to_act": None if over else deal.to_act,
+            "players": [player(0, viewer), player(1, viewer)],
+            "centre": None if deal.centre is None else format_card(deal.centre),
+            "declined": None if deal.declined is None else deal.declined.value,
+            "stock_count": len(deal.stock),
+            "waste_count": len(deal.waste),
+            "outcome": None
+            if outcome is None
+            else _outcome(outcome.termination.value, outcome.winner),
+        }
+        for viewer in viewers
+    ]
 
 
 def _player(deal: Deal, seat: int, shown: bool) -> JSON:

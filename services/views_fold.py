@@ -18,7 +18,7 @@ of the right size: the twenty cards in neither hand, in ascending card order.  W
 placeholder before the engine pops it, so the placeholder always holds exactly the cards still
 unseen in the stock (the 40-card count of ``engine.notation`` stays true) and never claims an
 order.  It is not shown anywhere: ``engine.views`` writes the stock as ``stock_count`` only, and
-the views are built by ``engine.views.seat_view``/``spectator_view`` themselves, so secrecy is
+the views are built by ``engine.views.table_views`` (the seat and spectator views), so secrecy is
 still decided in one place.  ``tests/services/test_projector.py`` checks, at every version of
 many random bot games, that these views equal the views of the true state folded with the
 seeds (``services.table.fold_table``).
@@ -50,7 +50,7 @@ from engine import events as ee
 from engine.cards import FULL_MASK, Card, CardMask, iter_cards, parse_card
 from engine.game import evolve
 from engine.state import Match, changed
-from engine.views import seat_view, spectator_view
+from engine.views import table_views
 from events import domain as wd
 from events.envelope import BODY_KEYS
 from events.mapping import cards_from_wire, to_engine
@@ -226,7 +226,7 @@ class TableFold:
         if match is None or self._pending is not None:
             raise FoldError(f"table {self.table_id} at version {self.version} has no views")
         head: dict[str, Any] = {"table_id": self.table_id, "version": self.version}
-        spectator = spectator_view(match)
+        seat0, seat1, spectator = table_views(match)
         public: dict[str, Any] = {
             **head,
             "status": self.status,
@@ -238,8 +238,8 @@ class TableFold:
         public.update((k, v) for k, v in spectator.items() if k not in _PUBLIC_SKIP)
         return {
             PUBLIC: public,
-            "seat0": {**head, **seat_view(match, 0)},
-            "seat1": {**head, **seat_view(match, 1)},
+            "seat0": {**head, **seat0},
+            "seat1": {**head, **seat1},
             SPECTATOR: {**head, **spectator},
         }
 
