@@ -126,6 +126,17 @@ _SEP_STR = "\x1f"
 _COLUMN_INDEX = {"type": 0, "v": 1, "command_id": 2, "causation": 3, "time": 4}
 _INT_KEYS = frozenset({"v", "time"})
 _json_decode = json.JSONDecoder().decode
+
+
+def _loads(text: str) -> Any:
+    """``json.loads`` of stored JSON, by orjson; what orjson refuses (an int beyond 64 bits,
+    say) goes to the standard library, which also says what is wrong with corrupt text."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return _json_decode(text)
+
+
 _encode_str: Callable[[str], str] = json.encoder.encode_basestring
 
 
@@ -237,7 +248,7 @@ def unpack_body(table_id: str, version: int, raw: bytes) -> dict[str, Any]:
     """The full body (with ``table_id`` and ``version``) from its stored form."""
     try:
         t, v, c, k, m, p = raw.decode("utf-8").split(_SEP_STR)
-        body: dict[str, Any] = _json_decode("{" + p + "}") if p else {}
+        body: dict[str, Any] = _loads("{" + p + "}") if p else {}
         if t:
             body["type"] = t
         if v:
@@ -299,7 +310,7 @@ def decode_packed(
             n += 1
         if not rows:
             return n, last, prev
-        bodies: list[dict[str, Any]] = _json_decode("[{" + "},{".join(payloads) + "}]")
+        bodies: list[dict[str, Any]] = _loads("[{" + "},{".join(payloads) + "}]")
         append = out.append
         for (version, h, before, (t, v, c, k, m)), body in zip(rows, bodies, strict=True):
             if t:

@@ -37,6 +37,7 @@ keys = st.sampled_from(
         {"type": "", "v": True, "time": 1.5, "causation": None, "command_id": 7},
         {"type": "a\x1fb", "command_id": "\x1f", "causation": "é♥"},
         {"v": -3, "time": 2**70, "payload": {"nested": ["\x1f", {"b": 1, "a": 2}]}},
+        {"seat": 2**70, "cards": [-(2**65), 1.5e300], "nan_free": "NaN"},
     ],
 )
 def test_codec_round_trip_examples(body: dict[str, Any]) -> None:
