@@ -33,6 +33,7 @@ The client must be a ``redis.asyncio.Redis`` created with ``decode_responses=Fal
 from __future__ import annotations
 
 import json
+import re
 import struct
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from importlib import resources
@@ -128,13 +129,19 @@ _INT_KEYS = frozenset({"v", "time"})
 _json_decode = json.JSONDecoder().decode
 
 
+_LONG_NUMBER = re.compile(r"\d{19}")
+
+
 def _loads(text: str) -> Any:
-    """``json.loads`` of stored JSON, by orjson; what orjson refuses (an int beyond 64 bits,
-    say) goes to the standard library, which also says what is wrong with corrupt text."""
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return _json_decode(text)
+    """``json.loads`` of stored JSON, by orjson where it reads the same values: not where a
+    number has 19 digits or more (orjson turns some ints beyond 64 bits into floats), nor what
+    orjson refuses; the standard library also says what is wrong with corrupt text."""
+    if _LONG_NUMBER.search(text) is None:
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
+    return _json_decode(text)
 
 
 _encode_str: Callable[[str], str] = json.encoder.encode_basestring

@@ -38,6 +38,7 @@ keys = st.sampled_from(
         {"type": "a\x1fb", "command_id": "\x1f", "causation": "é♥"},
         {"v": -3, "time": 2**70, "payload": {"nested": ["\x1f", {"b": 1, "a": 2}]}},
         {"seat": 2**70, "cards": [-(2**65), 1.5e300], "nan_free": "NaN"},
+        {"a": -(2**63) - 1, "b": 2**64, "c": [2**62, -0.0, 1e-320], "d": "12345678901234567890"},
     ],
 )
 def test_codec_round_trip_examples(body: dict[str, Any]) -> None:
