@@ -28,7 +28,7 @@ The package's modules, one concept each: ``results`` (reason codes, :class:`Tabl
 ``hashing`` (step 1), ``plain_checks`` and ``decode`` (step 2), ``full_audit`` with
 ``audit_state``, ``deal_checks`` and ``redecide`` (the full audit, :func:`audit_table`), ``wire``
 (engine events against their wire form), the fast path ``fast_audit`` with ``fast_redecide``,
-``fast_text``, ``fast_payloads`` and ``decks``, ``store_reads`` (reading tables from a store),
+``fast_text`` and ``fast_payloads``, ``store_reads`` (reading tables from a store),
 ``store_audit`` (:func:`audit_store`, :class:`AuditSummary`) and ``cli`` (the command line).
 On Redis, each table is first offered to a fast path (:func:`audit_packed`) that can only
 certify a clean table, with the report :func:`audit_table` would give; anything it cannot
@@ -42,7 +42,6 @@ from services.audit.cli import _progress as _progress
 from services.audit.cli import add_parser, run
 from services.audit.cli import add_store_arguments as add_store_arguments
 from services.audit.cli import store_keys as store_keys
-from services.audit.decks import _shuffle_v1 as _shuffle_v1
 from services.audit.decode import _decode as _decode
 from services.audit.decode import _Event as _Event
 from services.audit.fast_audit import audit_packed as audit_packed

@@ -30,9 +30,8 @@ from typing import TYPE_CHECKING, Any
 from engine import actions as ea
 from engine.cards import ALL_CARDS, Card
 from events.chain import GENESIS_HASH
-from events.fairness import deal_context, parse_seed, verify
+from events.fairness import deal_context, parse_seed, shuffle, verify
 from services.audit.deal_checks import _DEAL_TYPES
-from services.audit.decks import _deck_of
 from services.audit.fast_payloads import (
     _CREATED,
     _checked_payload,
@@ -280,7 +279,7 @@ class _FastAudit(_FastRedecide):
         seed = parse_seed(reveal["seed"])
         if algorithm != commit["algorithm"] or not verify(seed, commit["commitment"]):
             return False
-        self.decks[number] = _deck_of(seed, algorithm, deal_context(self.table_id, number))
+        self.decks[number] = shuffle(seed, algorithm, deal_context(self.table_id, number))
         return True
 
     def recorded_deck(self, start: int, hands: list[int]) -> tuple[Card, ...] | None:

@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import io
 import json
+import random
 import re
 import shlex
 import shutil
@@ -237,6 +238,16 @@ def test_a_word_at_the_limit_is_rejected_and_the_next_one_used() -> None:
     expected = list(ALL_CARDS)
     expected[39], expected[25] = expected[25], expected[39]
     assert deck == tuple(expected)
+
+
+def test_the_shuffle_draws_what_the_readable_trace_draws() -> None:
+    """``shuffle`` takes a quicker way (copied HMAC states) to the deck that ``trace``, the
+    step-by-step form ``docs/fairness.md`` follows, gives."""
+    rng = random.Random(5)
+    for n in range(300):
+        seed = rng.randbytes(32)
+        context = deal_context(f"table-{n}", 1 + n % 3) if n % 7 else "é ♥ " * n
+        assert shuffle(seed, SHUFFLE_ALGORITHM, context) == apply_draws(trace(seed, context))
 
 
 def test_trace_accepts_one_word_per_position_without_rejections() -> None:

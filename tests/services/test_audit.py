@@ -26,7 +26,6 @@ from engine.cards import ALL_CARDS, format_card
 from engine.events import DealStarted
 from events.chain import GENESIS_HASH, canonical_json, event_hash
 from events.envelope import BODY_KEYS
-from events.fairness import SHUFFLE_ALGORITHM, deal_context, shuffle
 from events.mapping import to_engine
 from events.upcast import parse_event
 from services import audit, cli
@@ -1043,14 +1042,6 @@ def test_the_fast_texts_are_the_wire_texts(bodies: list[dict[str, Any]]) -> None
             assert spliced.encode() == prev.encode() + b"\n" + canonical(full)
     assert seen >= audit._DICT_TYPES | {"card_turned", "meld_made", "stakes_settled"}
     assert set(audit._FAST_SHAPES) == audit._TEXT_TYPES | audit._DICT_TYPES
-
-
-def test_the_fast_shuffle_is_the_published_one() -> None:
-    rng = random.Random(5)
-    for n in range(300):
-        seed = rng.randbytes(32)
-        context = deal_context(f"table-{n}", 1 + n % 3)
-        assert audit._shuffle_v1(seed, context) == shuffle(seed, SHUFFLE_ALGORITHM, context)
 
 
 def test_clean_tables_on_redis_take_the_fast_path(
