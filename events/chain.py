@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
     "GENESIS_HASH",
@@ -56,12 +56,35 @@ _encoder = json.JSONEncoder(
 )
 
 
+_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
+
+
+def _unencodable(value: object) -> object:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+_encode_once: Any = (
+    None
+    if _c_make_encoder is None
+    else _c_make_encoder(
+        None, _unencodable, json.encoder.encode_basestring, None, ":", ",", True, False, False
+    )
+)
+"""The C encoder that ``_encoder`` builds at every call, built once (the same settings, but no
+circular-reference markers: a cycle ends in RecursionError, and the full encoder then says so)."""
+
+
 def canonical_json(obj: object) -> bytes:
     """The canonical JSON of ``obj``: keys sorted, no whitespace, UTF-8, no ASCII escaping.
 
     >>> canonical_json({"b": 1, "a": ["é", None, True]})
     b'{"a":["\\xc3\\xa9",null,true],"b":1}'
     """
+    if _encode_once is not None:
+        try:
+            return "".join(_encode_once(obj, 0)).encode("utf-8")
+        except RecursionError:
+            pass
     return _encoder.encode(obj).encode("utf-8")
 
 

@@ -168,3 +168,31 @@ def test_any_single_change_is_caught(n: int, data: st.DataObject) -> None:
     i = data.draw(st.integers(min_value=0, max_value=n - 1))
     changed = Ev(chain[i].version, {**chain[i].body, "seat": 7}, chain[i].hash)
     assert verify_chain([*chain[:i], changed, *chain[i + 1 :]]) == i + 1
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=25,
+)
+
+
+@given(_json_values)
+def test_canonical_json_is_the_documented_json_dumps(value: object) -> None:
+    expected = json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+    assert canonical_json(value) == expected.encode("utf-8")
+
+
+@pytest.mark.parametrize("bad", [float("nan"), {1: [float("inf")]}, {"a": {2, 3}}, b"bytes"])
+def test_canonical_json_refuses_what_json_refuses(bad: object) -> None:
+    with pytest.raises((TypeError, ValueError)):
+        canonical_json(bad)
+
+
+def test_canonical_json_names_a_circular_reference() -> None:
+    loop: list[object] = []
+    loop.append(loop)
+    with pytest.raises(ValueError, match="Circular"):
+        canonical_json(loop)
