@@ -363,7 +363,8 @@ class Projector:
 
     def view_keys(self, table_id: str) -> list[str]:
         """The keys of a table's view parts, in the order of ``VIEW_PARTS``."""
-        return [self.keys.table_view(table_id, part) for part in VIEW_PARTS]
+        base = self.keys.table_view(table_id)  # = table_view(table_id, part) without the part
+        return [f"{base}:{part}" for part in VIEW_PARTS]
 
     def cached(self, table_id: str) -> TableFold | None:
         """Return the folded table in the cache, if any."""

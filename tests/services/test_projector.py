@@ -775,3 +775,11 @@ def test_python_m_entry_point_parses_the_same_arguments() -> None:
 def test_view_text_is_the_standard_librarys_compact_json(name: str) -> None:
     view = {"seats": [{"name": name, "bot": None}, None], "scores": {0: 1, 1: 0}, "ok": True}
     assert dump_view(view) == json.dumps(view, separators=(",", ":"), ensure_ascii=False)
+
+
+def test_view_keys_are_the_key_spaces_table_view_keys() -> None:
+    keys = KeySpace("vk", shards=16)
+    projector = Projector(redis.asyncio.Redis(), keys)
+    for table_id in ("T-1", "table.x:y_z", "x" * 128):
+        expected = [keys.table_view(table_id, part) for part in VIEW_PARTS]
+        assert projector.view_keys(table_id) == expected
