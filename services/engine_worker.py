@@ -601,16 +601,16 @@ class ShardRunner:
                 log.exception("after_append failed", table=command.table_id)
 
     async def _acknowledge(self, acks: Sequence[bytes], hints: Sequence[str]) -> None:
-        """XACK the answered entries, then publish their hints: one round trip (shared with
-        the other shards that acknowledge at the same moment)."""
+        """XACK the answered entries, then publish their hints: one round trip."""
         if not acks and not hints:
             return
         channel = self.worker.results_channel
-        commands = [("XACK", self.stream, GROUP, *acks)] if acks else []
-        commands += [("PUBLISH", channel, hint) for hint in hints]
-        for reply in await self.worker.store.round_trips.run(commands):
-            if isinstance(reply, Exception):
-                raise reply
+        async with self.worker.client.pipeline(transaction=False) as pipe:
+            if acks:
+                pipe.xack(self.stream, GROUP, *acks)
+            for hint in hints:
+                pipe.publish(channel, hint)
+            await pipe.execute()
 
 
 # -- the worker -------------------------------------------------------------------------------

@@ -128,8 +128,7 @@ def _finish(service: TableService, plan: _Plan, appended: AppendResult) -> Outco
 async def _append_many(
     store: EventStore, requests: Sequence[AppendRequest]
 ) -> list[AppendResult | VersionConflict]:
-    """``store.append_many``; on Redis, the same calls as plain EVALSHAs in one pipeline
-    (shared with the other shards' rounds of the moment: ``store.round_trips``).
+    """``store.append_many``; on Redis, the same calls as plain EVALSHAs in one pipeline.
 
     redis-py's pipeline runs ``SCRIPT EXISTS`` before every pipeline that holds a registered
     script, a second round trip per round; here the script is loaded only when Redis answers
@@ -155,9 +154,11 @@ async def _append_many(
     replies: list[Any] = [None] * len(calls)
     todo = list(range(len(calls)))
     for attempt in range(2):
-        got = await store.round_trips.run(
-            [("EVALSHA", sha, len(calls[i][0]), *calls[i][0], *calls[i][1]) for i in todo]
-        )
+        async with store.client.pipeline(transaction=False) as pipe:
+            for i in todo:
+                keys, args, _ = calls[i]
+                pipe.evalsha(sha, len(keys), *keys, *args)
+            got = await pipe.execute(raise_on_error=False)
         missing = []
         for i, reply in zip(todo, got, strict=True):
             replies[i] = reply

@@ -62,7 +62,6 @@ from .base import (
     prepare_encoded,
 )
 from .keys import KeySpace, check_table_id
-from .round_trips import RoundTrips
 
 __all__ = [
     "APPEND_LUA",
@@ -357,8 +356,6 @@ class RedisEventStore(EventStore):
         if kwargs.get("decode_responses"):
             raise ValueError("RedisEventStore needs a client with decode_responses=False")
         self.client = client
-        self.round_trips = RoundTrips(client)
-        """Pipelines shared by the tasks that send at the same moment (the engine worker's)."""
         self.keys = keys or KeySpace()
         self._script = client.register_script(APPEND_LUA)
         self._seal = client.register_script(SEAL_LUA)
