@@ -104,40 +104,30 @@ class Table:
         ``appended`` gives the version and hash of the last event stored.
         """
         table = self.with_secrets(secrets)
-        seats, turn_seconds, algorithms = table.seats, table.turn_seconds, table.algorithms
         for event in events:
-            if isinstance(event, wd.PlayerJoined):
-                holder = SeatHolder(event.name, event.bot)
-                seats = (holder, seats[1]) if event.seat == 0 else (seats[0], holder)
-            elif isinstance(event, wd.TableCreated):
-                turn_seconds = event.turn_seconds
-            elif isinstance(event, wd.DealStarted):
-                algorithms = {**algorithms, event.number: event.algorithm}
-        return replace(
-            table,
-            version=appended.last_version,
-            hash=appended.last_hash,
-            match=match,
-            seats=seats,
-            turn_seconds=turn_seconds,
-            algorithms=algorithms,
-        )
+            table = table._seated(event)
+        return replace(table, version=appended.last_version, hash=appended.last_hash, match=match)
 
     def apply(self, event: wd.TableEvent, version: int, hash: str) -> Table:
         """Return the table after one of its events (stored at ``version`` with ``hash``)."""
-        table = replace(self, version=version, hash=hash)
-        if isinstance(event, wd.PlayerJoined):
-            seats = list(table.seats)
-            seats[event.seat] = SeatHolder(event.name, event.bot)
-            return replace(table, seats=(seats[0], seats[1]))
-        if isinstance(event, wd.TableCreated):
-            table = replace(table, turn_seconds=event.turn_seconds)
-        elif isinstance(event, wd.DealStarted):
-            table = replace(table, algorithms={**table.algorithms, event.number: event.algorithm})
+        table = replace(self._seated(event), version=version, hash=hash)
         match = table.match
         for engine_event in to_engine(event, table.deck_of):
             match = evolve(match, engine_event)
         return replace(table, match=match)
+
+    def _seated(self, event: wd.TableEvent) -> Table:
+        """Return the table with what an event changes besides the match: a seat taken, the
+        turn clock, a deal's shuffle algorithm (the table itself for any other event)."""
+        if isinstance(event, wd.PlayerJoined):
+            holder = SeatHolder(event.name, event.bot)
+            seats = (holder, self.seats[1]) if event.seat == 0 else (self.seats[0], holder)
+            return replace(self, seats=seats)
+        if isinstance(event, wd.TableCreated):
+            return replace(self, turn_seconds=event.turn_seconds)
+        if isinstance(event, wd.DealStarted):
+            return replace(self, algorithms={**self.algorithms, event.number: event.algorithm})
+        return self
 
 
 def fold_table(
