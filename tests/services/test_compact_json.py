@@ -12,7 +12,10 @@ from services.compact_json import dumps
 
 values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text() | st.integers(-5, 5), inner, max_size=4)
+    ),
     max_leaves=20,
 )
 
