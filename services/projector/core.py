@@ -1,0 +1,137 @@
+"""The projector's shared machinery: its state, the keys it writes, the fold cache, and running
+commands and scripts in one pipeline (EVALSHA, loading the scripts on NOSCRIPT)."""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import NoScriptError
+
+from services.log import get_logger
+from services.projector.records import ShardWrite
+from services.projector.scripts import SCRIPT_SHA, SCRIPTS
+from services.store.keys import KeySpace
+from services.store.redis_store import READ_CHUNK
+from services.views_fold import VIEW_PARTS, TableFold
+
+CHECKPOINT = "projector"
+"""The projector's name in its checkpoint key ``<ns>:{sNN}:ckpt:projector``."""
+LEASE = "projlease"
+"""The last part of a shard's projector lease key ``<ns>:{sNN}:projlease``."""
+
+PipelineCall = Callable[[Any], Any]
+"""Queues one command on a pipeline."""
+
+
+def as_text(value: bytes | str) -> str:
+    """The text of a reply field (bytes from a client with ``decode_responses=False``)."""
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
+class ProjectorCore:
+    """A projector's state and the helpers every part of it uses (see :class:`Projector`)."""
+
+    def __init__(
+        self,
+        client: Redis,
+        keys: KeySpace,
+        *,
+        owner: str | None = None,
+        batch_size: int = 200,
+        cache_size: int = 50_000,
+        lease_ms: int = 10_000,
+        read_chunk: int = READ_CHUNK,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.owner = owner
+        self.batch_size = batch_size
+        self.cache_size = cache_size
+        self.lease_ms = lease_ms
+        self.read_chunk = read_chunk
+        self.clock = clock
+        self.channel = f"{keys.ns}:views"
+        self.positions: dict[int, str] = {}
+        """The checkpoint of each shard as this projector knows it ('' when none yet)."""
+        self.owned: set[int] = set()
+        """The shards whose lease this projector holds (with an ``owner``)."""
+        self.gaps: dict[int, str] = {}
+        """Shards whose feed was trimmed past the checkpoint: the newest id trimmed away."""
+        self._claimed_at = 0.0
+        self._cache: OrderedDict[str, TableFold] = OrderedDict()
+        self._feed_shard = {keys.feed(s): s for s in range(keys.shards)}
+        self.log = get_logger("projector", owner=owner)
+
+    # --- keys ----------------------------------------------------------------------------------
+
+    def checkpoint_key(self, shard: int) -> str:
+        """``<ns>:{sNN}:ckpt:projector``."""
+        return self.keys.ckpt(shard, CHECKPOINT)
+
+    def lease_key(self, shard: int) -> str:
+        """``<ns>:{sNN}:projlease``."""
+        return self.keys.shard_key(shard, LEASE)
+
+    def view_keys(self, table_id: str) -> list[str]:
+        """The keys of a table's view parts, in the order of ``VIEW_PARTS``."""
+        base = self.keys.table_view(table_id)  # = table_view(table_id, part) without the part
+        return [f"{base}:{part}" for part in VIEW_PARTS]
+
+    def cached(self, table_id: str) -> TableFold | None:
+        """Return the folded table in the cache, if any."""
+        return self._cache.get(table_id)
+
+    # --- scripts -------------------------------------------------------------------------------
+
+    async def _run(self, calls: Sequence[PipelineCall]) -> list[Any]:
+        """Run commands in one pipeline (no transaction); scripts by EVALSHA, loaded and run
+        again when the server does not know them.  Errors come back in place of replies."""
+        replies: list[Any] = [None] * len(calls)
+        todo = list(range(len(calls)))
+        for attempt in range(2):
+            async with self.client.pipeline(transaction=False) as pipe:
+                for i in todo:
+                    calls[i](pipe)
+                got = await pipe.execute(raise_on_error=False)
+            missing = []
+            for i, reply in zip(todo, got, strict=True):
+                replies[i] = reply
+                if isinstance(reply, NoScriptError):
+                    missing.append(i)
+            if not missing or attempt:
+                break
+            for source in SCRIPTS.values():
+                await self.client.script_load(source)
+            todo = missing
+        return replies
+
+    @staticmethod
+    def _script(name: str, keys: Sequence[str], args: Sequence[Any]) -> PipelineCall:
+        sha = SCRIPT_SHA[name]
+        return lambda pipe: pipe.evalsha(sha, len(keys), *keys, *args)
+
+    def reset(self) -> None:
+        """Forget the checkpoints and every folded table (after a round failed half-way, when
+        the cache may be ahead of what was written): the next round starts from Redis again."""
+        self.positions.clear()
+        self._cache.clear()
+
+    def _forget(self, tables: Iterable[str]) -> None:
+        for t in tables:
+            self._cache.pop(t, None)
+
+    def _remember(self, fold: TableFold) -> None:
+        self._cache[fold.table_id] = fold
+        self._cache.move_to_end(fold.table_id)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+    def _write_call(self, w: ShardWrite) -> PipelineCall:
+        keys = [self.checkpoint_key(w.shard), self.lease_key(w.shard), *w.views]
+        args: list[Any] = [w.expected, w.position, self.owner or "", self.channel, len(w.hints)]
+        return self._script("write", keys, [*args, *w.views.values(), *w.hints])

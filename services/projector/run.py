@@ -1,0 +1,111 @@
+"""The projector class and running it: catch up once, or follow the shards until stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from services.projector.rebuild import ProjectorRebuild
+from services.projector.records import RoundStats
+from services.projector.round import ProjectorRound
+from services.settings import Settings
+from services.store.client import connect
+from services.store.keys import KeySpace
+
+
+class Projector(ProjectorRound, ProjectorRebuild):
+    """Follows shard feeds and writes table views (see :mod:`services.projector`).
+
+    ``client`` is a ``redis.asyncio.Redis`` with ``decode_responses=False``.  ``owner`` names
+    this process in the shard leases; with ``owner=None`` no lease is taken or checked (one
+    projector, tests).  ``cache_size`` bounds the folded tables kept in memory; a table that
+    falls out is folded again from its stream the next time it moves.
+    """
+
+
+async def catch_up(
+    client: Redis, keys: KeySpace, shards: Iterable[int] | None = None, **options: Any
+) -> RoundStats:
+    """Apply every feed entry after the checkpoints of ``shards`` with a fresh projector."""
+    return await Projector(client, keys, **options).catch_up(shards)
+
+
+project_once = catch_up
+
+
+def _owner(settings: Settings) -> str:
+    return f"{settings.worker_id}:{uuid.uuid4().hex[:8]}"
+
+
+def projector_for(client: Redis, settings: Settings) -> Projector:
+    """A projector with its own lease owner name and the batch and lease settings."""
+    return Projector(
+        client,
+        settings.keys,
+        owner=_owner(settings),
+        batch_size=settings.batch_size,
+        lease_ms=settings.lease_ms,
+    )
+
+
+async def run_projector(
+    settings: Settings,
+    stop: asyncio.Event | None = None,
+    *,
+    client: Redis | None = None,
+    rebuild: bool = False,
+) -> Projector:
+    """Follow every shard whose lease is free until ``stop`` is set; return the projector.
+
+    With ``rebuild`` the views are rebuilt first (raises ProjectorBusy when another projector
+    holds a lease).  Leases are renewed every third of ``settings.lease_ms`` and given back at
+    the end.
+    """
+    stop = stop or asyncio.Event()
+    own_client = client is None
+    redis = client or connect(settings.redis_url)
+    projector = projector_for(redis, settings)
+    log = projector.log
+    try:
+        if rebuild:
+            await projector.rebuild()
+        log.info("projector_started", shards=settings.shards, namespace=settings.namespace)
+        await _follow(projector, stop, settings.lease_ms)
+    finally:
+        with contextlib.suppress(Exception):
+            await projector.release()
+        log.info("projector_stopped")
+        if own_client:
+            await redis.aclose()
+    return projector
+
+
+async def _follow(projector: Projector, stop: asyncio.Event, lease_ms: int) -> None:
+    """Claim the free leases every third of ``lease_ms`` and run rounds on the shards held
+    until ``stop`` is set; a round that fails on Redis starts again from what Redis holds."""
+    interval = lease_ms / 3000
+    block_ms = int(min(500, lease_ms / 3))
+    next_claim = 0.0
+    while not stop.is_set():
+        try:
+            now = time.monotonic()
+            if now >= next_claim:
+                await projector.claim()
+                next_claim = now + interval
+            if projector.owned:
+                await projector.step(block_ms=block_ms)
+                continue
+            pause = interval
+        except (RedisError, OSError) as exc:  # Redis away: start again from what it holds
+            projector.log.error("round_failed", error=str(exc))
+            projector.reset()
+            pause = 0.5
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=pause)

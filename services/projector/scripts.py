@@ -1,0 +1,100 @@
+"""The projector's Lua scripts, their SHA1 digests for EVALSHA, and the write script's replies."""
+
+from __future__ import annotations
+
+import hashlib
+
+from services.store.redis_store import READ_LUA
+
+WRITE_LUA = """#!lua
+-- One shard's views and checkpoint, all or nothing.  KEYS[1] checkpoint, KEYS[2] lease, then
+-- the view keys.  ARGV[1] the checkpoint the batch started from ('' none), ARGV[2] the new one
+-- ('' keeps it), ARGV[3] lease owner ('' no lease check), ARGV[4] hint channel, ARGV[5] number
+-- of hints, then one value per view key, then the hints.
+-- Returns {0, ''} written, {1, holder} lease not ours, {2, checkpoint} checkpoint moved.
+if ARGV[3] ~= '' then
+  local holder = redis.call('GET', KEYS[2])
+  if holder ~= ARGV[3] then return {1, holder or ''} end
+end
+local current = redis.call('GET', KEYS[1]) or ''
+if current ~= ARGV[1] then return {2, current} end
+local n = #KEYS - 2
+for i = 1, n do redis.call('SET', KEYS[i + 2], ARGV[5 + i]) end
+if ARGV[2] ~= '' then redis.call('SET', KEYS[1], ARGV[2]) end
+for j = 1, tonumber(ARGV[5]) do redis.call('PUBLISH', ARGV[4], ARGV[5 + n + j]) end
+return {0, ''}
+"""
+
+LEASE_LUA = """#!lua
+-- Take or renew a lease: KEYS[1] lease, ARGV[1] owner, ARGV[2] ms.  1 when held by owner.
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+return 0
+"""
+
+RELEASE_LUA = """#!lua
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+FEED_LUA = """#!lua flags=no-writes
+-- Up to ARGV[2] entries of one shard feed (KEYS[1]) after ARGV[1] ('' from the start), as one
+-- string: lines '<id> <table> <first> <last>' (one reply to parse instead of ten per entry).
+local start = '-'
+if ARGV[1] ~= '' then start = '(' .. ARGV[1] end
+local e = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', ARGV[2])
+local out = {}
+for i = 1, #e do
+  local f = e[i][2]
+  local t, a, b = '', '', ''
+  for j = 1, #f, 2 do
+    local k, v = f[j], f[j + 1]
+    if k == 't' then t = v elseif k == 'f' then a = v elseif k == 'l' then b = v end
+  end
+  out[i] = e[i][1] .. ' ' .. t .. ' ' .. a .. ' ' .. b
+end
+return table.concat(out, '\\n')
+"""
+
+
+def _read_many_lua(read_one: str) -> str:
+    """Wrap the store's one-stream read script (``READ_LUA``) into one that reads several
+    streams of a shard: KEYS the streams, ARGV three per key (start id, end id, COUNT), one
+    reply string per key.  Built from the store's own text, so the framing always matches
+    ``decode_packed``; the wrapped body sees its key and arguments as ``KEYS``/``ARGV``."""
+    body = "\n".join(line for line in read_one.splitlines() if not line.startswith("#!"))
+    return (
+        "#!lua flags=no-writes\n"
+        "local function read_one(KEYS, ARGV)\n"
+        f"{body}\n"
+        "end\n"
+        "local out = {}\n"
+        "for k = 1, #KEYS do\n"
+        "  local a = (k - 1) * 3\n"
+        "  out[k] = read_one({KEYS[k]}, {ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]})\n"
+        "end\n"
+        "return out\n"
+    )
+
+
+READ_MANY_LUA = _read_many_lua(READ_LUA)
+"""Ranges of several table streams of one shard in one call (see :func:`_read_many_lua`)."""
+
+SCRIPTS = {
+    "write": WRITE_LUA,
+    "lease": LEASE_LUA,
+    "release": RELEASE_LUA,
+    "feed": FEED_LUA,
+    "read": READ_MANY_LUA,
+}
+"""Every script by the name the projector calls it by."""
+SCRIPT_SHA = {
+    name: hashlib.sha1(source.encode("utf-8")).hexdigest() for name, source in SCRIPTS.items()
+}
+"""The SHA1 of each script, for EVALSHA."""
+
+WRITTEN, LEASE_LOST, MOVED = 0, 1, 2
+"""The write script's first reply: written, lease not ours, checkpoint moved."""
