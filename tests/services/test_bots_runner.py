@@ -47,7 +47,7 @@ class Applied:
 
 
 class CommandApplier:
-    """Test-only stand-in for services/engine_worker.py: applies each cmd stream in order."""
+    """Test-only stand-in for services/engine_worker/: applies each cmd stream in order."""
 
     def __init__(self, client: Redis, keys: KeySpace, clock: Callable[[], int] = time_ms) -> None:
         self.client = client

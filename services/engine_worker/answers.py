@@ -1,0 +1,155 @@
+"""How a shard runner answers its entries: hints, metrics, logs, the give-up record, the XACK."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from services import compact_json
+from services.engine_worker.entries import _Entry, _Malformed
+from services.engine_worker.metrics import _ACCEPTED, _DUPLICATE, _REJECTED
+from services.engine_worker.streams import GROUP
+from services.store.base import VersionConflict
+from services.table_service import MAX_CONFLICT_RETRIES, Outcome
+
+if TYPE_CHECKING:
+    from services.engine_worker.runner import ShardRunner
+
+
+# -- poison -----------------------------------------------------------------------------------
+async def give_up(runner: ShardRunner, entry: _Entry) -> Outcome | None:
+    """Record ``command/failed`` under the command id (None if that failed too)."""
+    result = {
+        "ok": False,
+        "code": "command/failed",
+        "message": f"given up after {entry.tries} deliveries; {entry.error or 'no error'}",
+    }
+    try:
+        return await _record_failure(runner, entry, result)
+    except Exception:
+        runner.log.exception(
+            "could not record a failed command", command_id=entry.command.command_id
+        )
+    return None
+
+
+async def _record_failure(
+    runner: ShardRunner, entry: _Entry, result: dict[str, Any]
+) -> Outcome | None:
+    """Append ``result`` with no events under the command id, retrying version conflicts."""
+    command = entry.command
+    store = runner.worker.store
+    for _ in range(MAX_CONFLICT_RETRIES):
+        if not runner.may_append():
+            return None
+        head = await store.head(command.table_id)
+        try:
+            appended = await store.append(
+                command.table_id,
+                head.version,
+                head.hash,
+                command.command_id,
+                (),
+                compact_json.dumps(result),
+            )
+        except VersionConflict:
+            continue
+        if appended.duplicate:
+            first = json.loads(appended.result) if appended.result else {}
+            return Outcome(bool(first.get("ok")), first, True)
+        runner.log.error(
+            "command given up",
+            table=command.table_id,
+            command_id=command.command_id,
+            seat=entry.seat,
+            tries=entry.tries,
+            error=entry.error,
+        )
+        return Outcome(False, result)
+    return None
+
+
+# -- answers ----------------------------------------------------------------------------------
+def malformed(runner: ShardRunner, bad: _Malformed, hints: list[str]) -> None:
+    """Count and log an entry that is not a command; add its hint when it has a command id."""
+    _REJECTED.inc()
+    runner.log.info(
+        "malformed command entry",
+        entry=bad.entry_id.decode("ascii", "replace"),
+        table=bad.table_id,
+        command_id=bad.command_id,
+        code=bad.code,
+        message=bad.message[:200],
+    )
+    if bad.command_id is not None:
+        result = {"ok": False, "code": bad.code, "message": bad.message}
+        hints.append(
+            compact_json.dumps(
+                {"table_id": bad.table_id, "command_id": bad.command_id, "result": result}
+            )
+        )
+
+
+async def answered(runner: ShardRunner, entry: _Entry, outcome: Outcome, hints: list[str]) -> None:
+    """Add the hint of a decided command, count and log it, call the after-append hook."""
+    command = entry.command
+    hints.append(
+        compact_json.dumps(
+            {
+                "table_id": command.table_id,
+                "command_id": command.command_id,
+                "result": outcome.result,
+            }
+        )
+    )
+    if outcome.duplicate:
+        _DUPLICATE.inc()
+    elif outcome.ok:
+        _ACCEPTED.inc()
+    else:
+        _REJECTED.inc()
+    log = runner.worker.command_log
+    _log_outcome(log, entry, outcome)
+    if outcome.ok and not outcome.duplicate and outcome.table is not None:
+        try:
+            await runner.worker.after_append(outcome.table, outcome)
+        except Exception:
+            log.exception("after_append failed", table=command.table_id)
+
+
+def _log_outcome(log: Any, entry: _Entry, outcome: Outcome) -> None:
+    """Log a rejection at info, an acceptance or a duplicate at debug."""
+    command = entry.command
+    if not outcome.ok and not outcome.duplicate:
+        log.info(
+            "command rejected",
+            table=command.table_id,
+            seat=entry.seat,
+            command_id=command.command_id,
+            type=command.type,
+            version=outcome.table.version if outcome.table else None,
+            code=outcome.code,
+        )
+    else:
+        log.debug(
+            "command duplicate" if outcome.duplicate else "command accepted",
+            table=command.table_id,
+            seat=entry.seat,
+            command_id=command.command_id,
+            type=command.type,
+            version=outcome.last_version,
+        )
+
+
+async def acknowledge(runner: ShardRunner, acks: Sequence[bytes], hints: Sequence[str]) -> None:
+    """XACK the answered entries, then publish their hints: one round trip."""
+    if not acks and not hints:
+        return
+    channel = runner.worker.results_channel
+    async with runner.worker.client.pipeline(transaction=False) as pipe:
+        if acks:
+            pipe.xack(runner.stream, GROUP, *acks)
+        for hint in hints:
+            pipe.publish(channel, hint)
+        await pipe.execute()

@@ -1,0 +1,86 @@
+"""Command-stream entries: a command and its seat, or why an entry is not one."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from events.commands import Command, parse_command
+from services.settings import Settings
+
+ID_PEEK_BYTES = 64 * 1024
+"""A malformed command up to this size is searched for a command id to publish its rejection."""
+
+_RawEntry = tuple[bytes, Mapping[bytes, bytes]]
+
+
+@dataclass
+class _Entry:
+    """A command read from the stream, with the deliveries it had before this one."""
+
+    entry_id: bytes
+    command: Command
+    seat: int | None
+    tries: int = 0
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class _Malformed:
+    """An entry that is not a command: its rejection, and the ids read from it if any."""
+
+    entry_id: bytes
+    code: str
+    message: str
+    table_id: str | None
+    command_id: str | None
+
+
+_no: tuple[None, None] = (None, None)
+
+
+def _peek_ids(raw: bytes | None) -> tuple[str | None, str | None]:
+    """The ``table_id`` and ``command_id`` of raw JSON that failed to parse, when readable."""
+    if raw is None or len(raw) > ID_PEEK_BYTES:
+        return None, None
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None, None
+    if not isinstance(data, dict):
+        return None, None
+
+    def text(key: str) -> str | None:
+        value = data.get(key)
+        return value if isinstance(value, str) and 0 < len(value) <= 128 else None
+
+    return text("table_id"), text("command_id")
+
+
+def parse_entry(
+    entry_id: bytes, fields: Mapping[bytes, bytes], shard: int, settings: Settings
+) -> _Entry | _Malformed:
+    """Turn a command-stream entry into a command and its seat, or say why it is not one."""
+    raw = fields.get(b"c")
+    if raw is None:
+        return _Malformed(entry_id, "command/invalid", "the entry has no command (field c)", *_no)
+    try:
+        command = parse_command(raw)
+    except Exception as error:  # ContractError, and anything else the input can provoke
+        code = getattr(error, "code", None)
+        if not isinstance(code, str):
+            code = "command/malformed_json"
+        return _Malformed(entry_id, code, str(error)[:500], *_peek_ids(raw))
+    ids = (command.table_id, command.command_id)
+    seat_text = fields.get(b"s", b"")
+    if seat_text == b"":
+        seat = None
+    elif seat_text in (b"0", b"1"):
+        seat = int(seat_text)
+    else:
+        return _Malformed(entry_id, "command/invalid", f"bad seat field {seat_text[:20]!r}", *ids)
+    if settings.keys.shard_of(command.table_id) != shard:
+        message = f"table {command.table_id} is not on shard {shard}"
+        return _Malformed(entry_id, "command/wrong_shard", message, *ids)
+    return _Entry(entry_id, command, seat)

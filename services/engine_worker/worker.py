@@ -1,0 +1,260 @@
+"""The engine worker: shard leases, one runner per owned shard, the FastStream app and broker."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import redis.asyncio
+import redis.exceptions
+from faststream import FastStream
+from faststream.middlewares import AckPolicy
+from faststream.redis import RedisBroker, StreamSub
+from faststream.redis.message import FAKE_CONSUMER, RedisBatchStreamMessage
+from faststream.redis.subscriber.usecases import LogicSubscriber
+
+from services.engine_worker.runner import ShardRunner
+from services.engine_worker.streams import GROUP, results_channel
+from services.log import get_logger
+from services.settings import Settings
+from services.shard_leases import ShardLeases
+from services.store.client import connect
+from services.store.redis_store import RedisEventStore
+from services.table import Table
+from services.table_service import Outcome, TableService
+from services.tokens import SeatTokens, load_secret
+
+MAX_DELIVERIES = 5
+"""Deliveries (and failed attempts) after which a command is given up as ``command/failed``."""
+
+POLL_MS = 100
+"""How long one XREADGROUP blocks for new entries."""
+
+
+async def _raw_batch(message: Mapping[str, Any]) -> RedisBatchStreamMessage:
+    """FastStream parser: keep the raw entries (ids and field maps), decode nothing."""
+    return RedisBatchStreamMessage(
+        raw_message=message, body=b"", consumer=FAKE_CONSUMER, group=None
+    )
+
+
+async def _raw_entries(message: RedisBatchStreamMessage) -> Mapping[str, Any]:
+    """FastStream decoder: the raw entries (``message_ids`` and ``data``) are the body."""
+    return message.raw_message
+
+
+class EngineWorker:
+    """One engine worker process: leases, one :class:`ShardRunner` per owned shard.
+
+    ``service_factory`` builds the table service on the worker's store (tests inject seeds and
+    faults; default: a ``TableService`` with the deployment's seat tokens); ``max_deliveries``
+    is the poison threshold; ``poll_ms`` how long one XREADGROUP blocks.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        service_factory: Callable[[RedisEventStore], TableService] | None = None,
+        max_deliveries: int = MAX_DELIVERIES,
+        poll_ms: int = POLL_MS,
+    ) -> None:
+        self.settings = settings
+        self.worker_id = settings.worker_id
+        self.max_deliveries = max_deliveries
+        self.poll_ms = poll_ms
+        self.results_channel = results_channel(settings)
+        self.client: redis.asyncio.Redis = connect(settings.redis_url)
+        self.store = RedisEventStore(self.client, settings.keys)
+        self._service_factory = service_factory
+        self._service: TableService | None = None
+        self.leases = ShardLeases(self.client, settings.keys, self.worker_id, settings.lease_ms)
+        self.runners: dict[int, ShardRunner] = {}
+        self._retiring: dict[int, asyncio.Task[None]] = {}
+        self.log = get_logger("engine_worker", worker=self.worker_id)
+        self.command_log = get_logger("engine_worker.commands", worker=self.worker_id)
+        faststream_log = get_logger("faststream", worker=self.worker_id)
+        self.broker = RedisBroker(
+            settings.redis_url,
+            graceful_timeout=max(2 * settings.lease_ms / 1000, 5.0),
+            logger=faststream_log,
+            log_level=logging.DEBUG,
+            apply_types=False,  # no injection: FastDepends ran each batch through a thread
+        )
+        self.app = FastStream(self.broker, logger=faststream_log)
+        self.started = False
+
+    @property
+    def service(self) -> TableService:
+        """The table service (available after :meth:`start`)."""
+        if self._service is None:
+            raise RuntimeError("the worker has not started")
+        return self._service
+
+    @property
+    def owned(self) -> set[int]:
+        """The shards this worker consumes now."""
+        return {s for s, r in self.runners.items() if not r.lost and not r.releasing}
+
+    async def after_append(self, table: Table, outcome: Outcome) -> None:
+        """Observe an accepted command with the new table (a subclass hook; does nothing here).
+
+        It runs after the append and before the XACK of the batch; a crash in between redelivers
+        the command, which then comes back as a duplicate and does not call this hook again.
+        """
+        return None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Connect, create the consumer groups, start the FastStream app and register."""
+        settings = self.settings
+        self._service = await self._build_service()
+        await self.create_groups()
+        await self.app.start()
+        await self.leases.heartbeat()
+        self.started = True
+        self.log.info("engine worker started", shards=settings.shards, lease_ms=settings.lease_ms)
+
+    async def _build_service(self) -> TableService:
+        """The injected factory's table service, or one with the deployment's seat tokens."""
+        if self._service_factory is not None:
+            return self._service_factory(self.store)
+        settings = self.settings
+        secret = await load_secret(self.client, settings.namespace, settings.token_secret)
+        deal_key = settings.insecure_deal_key
+        service = TableService(
+            self.store,
+            token_hasher=SeatTokens(secret).token_hash,
+            insecure_deal_key=bytes.fromhex(deal_key) if deal_key else None,
+        )
+        if deal_key:
+            self.log.warning("insecure deal key set: every deck is predictable")
+        return service
+
+    async def create_groups(self) -> None:
+        """XGROUP CREATE MKSTREAM at id 0 on every command stream (an existing group stays)."""
+        for shard in range(self.settings.shards):
+            try:
+                await self.client.xgroup_create(
+                    self.settings.keys.cmd(shard), GROUP, id="0", mkstream=True
+                )
+            except redis.exceptions.ResponseError as error:
+                if "BUSYGROUP" not in str(error):
+                    raise
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Hold leases and consume until ``stop`` is set."""
+        tick = self.settings.lease_ms / 3000
+        await _wait(stop, min(tick, 0.2))  # workers started together see each other first
+        while not stop.is_set():
+            try:
+                await self.tick()
+            except Exception:
+                self.log.exception("lease tick failed")
+            await _wait(stop, tick)
+
+    async def tick(self) -> None:
+        """Heartbeat, renew our leases, then release or take shards toward the fair share."""
+        live = await self.leases.heartbeat()
+        await self._renew()
+        share = self.leases.fair_share(live)
+        owned = self.leases.preference(self.owned)
+        if len(owned) > share:
+            for shard in owned[share:]:
+                self.log.info("releasing shard", shard=shard, share=share, live=live)
+                self._retire(shard, release=True)
+        elif len(owned) < share:
+            await self._take(share - len(owned), share, live)
+
+    async def _renew(self) -> None:
+        """Renew the leases not lost yet; a runner whose renewal failed has lost its shard."""
+        renewing = [s for s, r in self.runners.items() if not r.lost]
+        renewed, sent = await self.leases.renew(renewing)
+        valid_until = sent + self.settings.lease_ms / 1000
+        for shard, ok in renewed.items():
+            runner = self.runners[shard]
+            if ok:
+                runner.valid_until = valid_until
+            else:
+                runner.lost = True
+                self.log.warning("lease lost", shard=shard)
+                self._retire(shard, release=False)
+
+    async def _take(self, wanted: int, share: int, live: int) -> None:
+        """Acquire up to ``wanted`` free shards and start a runner on each."""
+        owners = await self.leases.owners()
+        free = [
+            s
+            for s in self.leases.preference(range(self.settings.shards))
+            if owners[s] is None and s not in self.runners
+        ]
+        taken, sent = await self.leases.acquire(free[:wanted])
+        for shard in taken:
+            runner = ShardRunner(self, shard, sent + self.settings.lease_ms / 1000)
+            self.runners[shard] = runner
+            runner.start()
+            self.log.info("shard taken", shard=shard, share=share, live=live)
+
+    def _retire(self, shard: int, *, release: bool) -> None:
+        runner = self.runners[shard]
+        if shard in self._retiring:
+            return
+        runner.releasing = release
+        self._retiring[shard] = asyncio.create_task(self._stop_runner(runner, release=release))
+
+    async def _stop_runner(self, runner: ShardRunner, *, release: bool) -> None:
+        try:
+            await runner.stop()
+            if release and not runner.lost:
+                await self.leases.release([runner.shard])
+        except Exception:
+            runner.log.exception("stopping the shard failed")
+        finally:
+            self.runners.pop(runner.shard, None)
+            self._retiring.pop(runner.shard, None)
+
+    def subscribe(self, runner: ShardRunner) -> LogicSubscriber:
+        """A FastStream batch subscriber on the runner's command stream (not started)."""
+        subscriber = self.broker.subscriber(
+            stream=StreamSub(
+                runner.stream,
+                group=GROUP,
+                consumer=self.worker_id,
+                batch=True,
+                max_records=self.settings.batch_size,
+                polling_interval=self.poll_ms,
+            ),
+            ack_policy=AckPolicy.MANUAL,
+            no_reply=True,
+            persistent=False,
+            include_in_schema=False,
+            parser=_raw_batch,
+            decoder=_raw_entries,
+        )
+        subscriber(runner.handle)
+        return subscriber
+
+    async def close(self) -> None:
+        """Finish the batches in hand, release every lease, leave the registry, disconnect."""
+        for shard in list(self.runners):
+            self._retire(shard, release=True)
+        if self._retiring:
+            await asyncio.gather(*self._retiring.values(), return_exceptions=True)
+        try:
+            if self.started:
+                await self.leases.deregister()
+        except Exception:
+            self.log.exception("could not leave the registry")
+        try:
+            await self.app.stop()
+        finally:
+            await self.client.aclose()
+        self.log.info("engine worker stopped")
+
+
+async def _wait(event: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), seconds)
