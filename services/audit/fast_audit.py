@@ -5,7 +5,7 @@ Redis holds (``audit_packed``); whatever it cannot certify -- a failure, or anyt
 is read again by the store and goes through the full audit (``full_audit``), which names the
 failure.  A table certified here is one the full audit passes, with the same report (the tests
 run both over clean and tampered tables).  The fast path reads each body as the store writes it
-(``services/store/redis_store.py``: ``type``, ``v``, ``command_id``, ``causation``, ``time``,
+(``services/store/codec.py``: ``type``, ``v``, ``command_id``, ``causation``, ``time``,
 then the canonical JSON of the other fields without braces, the "payload text") and checks
 the same things in cheaper terms:
 

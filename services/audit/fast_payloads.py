@@ -18,7 +18,7 @@ from services.audit.results import _Failed
 _encode_str: Callable[[str], str] = json.encoder.encode_basestring
 """How canonical JSON writes a string (``canonical`` is made with it)."""
 _json_decode = json.JSONDecoder().decode
-"""A parser made as ``services.store.redis_store``'s is."""
+"""A parser made as ``services.store.codec``'s is."""
 
 
 class _Stored:
