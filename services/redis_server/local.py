@@ -225,7 +225,11 @@ class LocalRedis:
 
     def _popen(self, binary: Path, port: int) -> subprocess.Popen[bytes]:
         # Errors found before the server opens its logfile (bad options) go to stderr: send
-        # them to the same file so that they reach the error message of _exited_early.
+        # them to the same file so that they reach the error message of _exited_early.  The
+        # server runs in a session of its own: a Ctrl-C in the terminal reaches the services,
+        # which stop, and not the server, which ``stop()`` shuts down after them (it used to
+        # die first, and the services stopping saw their connections closed under them).  It
+        # still dies with its parent (``parent_death_hook``).
         with self.log_path.open("ab") as early_output:
             return subprocess.Popen(
                 self._command(binary, port),
@@ -234,6 +238,7 @@ class LocalRedis:
                 stdout=early_output,
                 stderr=early_output,
                 preexec_fn=parent_death_hook(),
+                start_new_session=True,
             )
 
     def _await_ping(

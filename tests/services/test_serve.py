@@ -94,3 +94,37 @@ def test_serve_runs_every_service_plays_a_bot_table_and_stops_on_ctrl_c(
         timeout=120,
     )
     assert audit.returncode == 0, audit.stdout + audit.stderr
+
+
+def test_ctrl_c_with_the_embedded_redis_stops_the_services_before_the_server(
+    tmp_path: Path,
+) -> None:
+    """``make run`` without REDIS_URL: a Ctrl-C reaches every service, which stop cleanly (no
+    traceback from a server that went away under them), and then the private server stops."""
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    env.update({"CONQUIAN_NAMESPACE": "serve-ctrl-c", "CONQUIAN_SHARDS": "2"})
+    argv = [sys.executable, "-m", "services.cli", "serve", "--port", str(free_port())]
+    argv += ["--workers", "1", "--data-dir", str(tmp_path / "redis")]
+    serve = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        wait_for_line(serve.stdout, "Conquian is running at", time.monotonic() + 120)
+        time.sleep(2)  # every service past its start-up and following the feeds
+        os.killpg(serve.pid, signal.SIGINT)  # what Ctrl-C sends to the terminal's process group
+        _, stderr = serve.communicate(timeout=60)
+    finally:
+        if serve.poll() is None:
+            os.killpg(serve.pid, signal.SIGKILL)
+            serve.wait()
+    assert serve.returncode == 0
+    assert "Traceback" not in stderr, stderr[-3000:]
+    events = [json.loads(line)["event"] for line in stderr.splitlines() if line.startswith("{")]
+    assert events.index("redis.stopped") > events.index("projector_stopped")
+    assert events[-1] == "stopped"
