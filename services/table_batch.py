@@ -37,15 +37,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from redis.exceptions import NoScriptError
-
 from engine.errors import EngineError
 from events import commands as wc
 from events.base import ContractError
 from events.mapping import rejection
 from services import compact_json
-from services.store.base import AppendRequest, AppendResult, EventStore, VersionConflict
-from services.store.redis_store import APPEND_LUA, RedisEventStore
+from services.store.base import AppendRequest, AppendResult, VersionConflict
 from services.table import Table
 from services.table_service import (
     Decision,
@@ -125,64 +122,6 @@ def _finish(service: TableService, plan: _Plan, appended: AppendResult) -> Outco
     return Outcome(True, plan.result, False, appended.first_version, appended.last_version, new)
 
 
-async def _append_many(
-    store: EventStore, requests: Sequence[AppendRequest]
-) -> list[AppendResult | VersionConflict]:
-    """``store.append_many``; on Redis, the same calls as plain EVALSHAs in one pipeline.
-
-    redis-py's pipeline runs ``SCRIPT EXISTS`` before every pipeline that holds a registered
-    script, a second round trip per round; here the script is loaded only when Redis answers
-    NOSCRIPT (a restart, a flush), and just those appends are sent again (NOSCRIPT means the
-    script did not run).  Any other error fails the round, as ``append_many`` does.
-    """
-    if not isinstance(store, RedisEventStore) or not requests:
-        return await store.append_many(requests)
-    calls = [
-        store.build_call(
-            r.table_id,
-            r.expected_version,
-            r.expected_hash,
-            r.command_id,
-            r.events,
-            r.result,
-            r.secrets,
-            r.status,
-        )
-        for r in requests
-    ]
-    sha = store.script_sha
-    replies: list[Any] = [None] * len(calls)
-    todo = list(range(len(calls)))
-    for attempt in range(2):
-        async with store.client.pipeline(transaction=False) as pipe:
-            for i in todo:
-                keys, args, _ = calls[i]
-                pipe.evalsha(sha, len(keys), *keys, *args)
-            got = await pipe.execute(raise_on_error=False)
-        missing = []
-        for i, reply in zip(todo, got, strict=True):
-            replies[i] = reply
-            if isinstance(reply, NoScriptError) and not attempt:
-                missing.append(i)
-            elif isinstance(reply, Exception):
-                raise reply
-        if not missing:
-            break
-        await store.client.script_load(APPEND_LUA)
-        todo = missing
-    out: list[AppendResult | VersionConflict] = []
-    for r, (_, _, prepared), reply in zip(requests, calls, replies, strict=True):
-        try:
-            out.append(
-                store.finish_call(
-                    r.table_id, r.expected_version, r.expected_hash, r.result, prepared, reply
-                )
-            )
-        except VersionConflict as exc:
-            out.append(exc)
-    return out
-
-
 LOAD_CONCURRENCY = 4
 """Tables one service folds from the store at once (each load is three round trips)."""
 
@@ -250,7 +189,7 @@ async def execute_many(
             continue
         started = time.perf_counter()
         try:
-            replies = await _append_many(store, [p.request for p in plans])
+            replies = await store.append_many([p.request for p in plans])
         except Exception as exc:  # e.g. Redis unreachable: the round failed
             for plan in plans:
                 results[plan.index] = exc

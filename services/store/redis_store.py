@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, cast
 
 from redis.asyncio import Redis
+from redis.exceptions import NoScriptError
 
 from .base import (
     GENESIS_HASH,
@@ -195,9 +196,14 @@ class RedisEventStore(EventStore):
     async def append_many(
         self, requests: Sequence[AppendRequest]
     ) -> list[AppendResult | VersionConflict]:
-        """All appends in one pipeline (one round trip); each stays atomic on its own."""
-        if not requests:
-            return []
+        """All appends in one pipeline (one round trip); each stays atomic on its own.
+
+        The appends go as plain ``EVALSHA``: redis-py's pipeline sends ``SCRIPT EXISTS`` before
+        every pipeline that holds a registered script, a second round trip each time.  Here the
+        script is loaded only when Redis answers NOSCRIPT (a restart, a flush, a failover), and
+        just those appends are sent again (NOSCRIPT means the script did not run).  Any other
+        error fails the whole call.
+        """
         calls = [
             self.build_call(
                 r.table_id,
@@ -211,10 +217,7 @@ class RedisEventStore(EventStore):
             )
             for r in requests
         ]
-        async with self.client.pipeline(transaction=False) as pipe:
-            for keys, args, _ in calls:
-                await self._script(keys=keys, args=args, client=pipe)
-            replies = await pipe.execute()
+        replies = await self._evalsha_all([(keys, args) for keys, args, _ in calls])
         out: list[AppendResult | VersionConflict] = []
         for r, (_, _, prepared), reply in zip(requests, calls, replies, strict=True):
             try:
@@ -226,6 +229,31 @@ class RedisEventStore(EventStore):
             except VersionConflict as exc:
                 out.append(exc)
         return out
+
+    async def _evalsha_all(self, calls: Sequence[tuple[list[str], list[Any]]]) -> list[Any]:
+        """The append script's replies to ``calls`` (keys, args), in one pipeline, loading the
+        script and sending again only the calls that met NOSCRIPT."""
+        replies: list[Any] = [None] * len(calls)
+        todo = list(range(len(calls)))
+        for attempt in range(2):
+            if not todo:
+                break
+            async with self.client.pipeline(transaction=False) as pipe:
+                for i in todo:
+                    keys, args = calls[i]
+                    pipe.evalsha(self._script.sha, len(keys), *keys, *args)
+                got = await pipe.execute(raise_on_error=False)
+            missing = []
+            for i, reply in zip(todo, got, strict=True):
+                replies[i] = reply
+                if isinstance(reply, NoScriptError) and not attempt:
+                    missing.append(i)
+                elif isinstance(reply, Exception):
+                    raise reply
+            if missing:
+                await self.client.script_load(self._script.script)
+            todo = missing
+        return replies
 
     # -- reads --------------------------------------------------------------------------------
     async def _read_from(
