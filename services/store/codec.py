@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import re
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -179,20 +179,31 @@ def pack_body(body: Mapping[str, Any]) -> bytes:
 def unpack_body(table_id: str, version: int, raw: bytes) -> dict[str, Any]:
     """The full body (with ``table_id`` and ``version``) from its stored form."""
     try:
-        t, v, c, k, m, p = raw.decode("utf-8").split(_SEP_STR)
+        *columns, p = raw.decode("utf-8").split(_SEP_STR)
+        if len(columns) != 5:
+            raise ValueError(f"{len(columns) + 1} parts")
         body: dict[str, Any] = _loads("{" + p + "}") if p else {}
-        if t:
-            body["type"] = t
-        if v:
-            body["v"] = int(v)
-        if c:
-            body["command_id"] = c
-        if k:
-            body["causation"] = k
-        if m:
-            body["time"] = int(m)
+        return _with_columns(body, columns, table_id, version)
     except ValueError as exc:  # wrong number of parts, bad UTF-8, JSON or integer
         raise StoreError(f"table {table_id} version {version}: stored body is corrupt") from exc
+
+
+def _with_columns(
+    body: dict[str, Any], columns: Sequence[str], table_id: str, version: int
+) -> dict[str, Any]:
+    """Put a stored entry's columns (type, v, command id, causation, time) and its key fields
+    back into the body parsed from its payload; raises ValueError for a bad integer."""
+    t, v, c, k, m = columns
+    if t:
+        body["type"] = t
+    if v:
+        body["v"] = int(v)
+    if c:
+        body["command_id"] = c
+    if k:
+        body["causation"] = k
+    if m:
+        body["time"] = int(m)
     body[TABLE_FIELD] = table_id
     body[VERSION_FIELD] = version
     return body
@@ -245,20 +256,12 @@ def decode_packed(
             return n, last, prev
         bodies: list[dict[str, Any]] = _loads("[{" + "},{".join(payloads) + "}]")
         append = out.append
-        for (version, h, before, (t, v, c, k, m)), body in zip(rows, bodies, strict=True):
-            if t:
-                body["type"] = t
-            if v:
-                body["v"] = int(v)
-            if c:
-                body["command_id"] = c
-            if k:
-                body["causation"] = k
-            if m:
-                body["time"] = int(m)
-            body[TABLE_FIELD] = table_id
-            body[VERSION_FIELD] = version
-            append(StoredEvent(table_id, version, body, h, before))
+        for (version, h, before, columns), body in zip(rows, bodies, strict=True):
+            append(
+                StoredEvent(
+                    table_id, version, _with_columns(body, columns, table_id, version), h, before
+                )
+            )
     except (ValueError, struct.error) as exc:  # bad frame, UTF-8, JSON or integer
         raise StoreError(f"table {table_id}: stored events are corrupt ({exc})") from exc
     return n, last, prev
