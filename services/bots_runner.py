@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +53,7 @@ from services.feed_follower import (
     time_ms,
     unique_tables,
 )
+from services.lru import Lru
 from services.settings import Settings, load_settings
 from services.store.base import FeedEntry
 from services.store.client import connect
@@ -136,10 +136,9 @@ class BotsRunner:
         self.keys = keys
         self.service = service or TableService(RedisEventStore(client, keys))
         self.clock = clock
-        self.remember = remember
         self.log: Any = service_log.get_logger("bots_runner")
         self._bots: dict[str, Bot] = {}
-        self._sent: OrderedDict[str, int] = OrderedDict()
+        self._sent: Lru[str, int] = Lru(remember)
 
     def bot(self, name: str) -> Bot:
         """Return the (shared, stateless) bot of a name."""
@@ -172,10 +171,7 @@ class BotsRunner:
         entry_id = await submit_command(
             self.client, self.keys, move.command, move.seat, self.clock()
         )
-        self._sent[table_id] = move.version
-        self._sent.move_to_end(table_id)
-        while len(self._sent) > self.remember:
-            self._sent.popitem(last=False)
+        self._sent.remember(table_id, move.version)
         self.log.info(
             "bot_command",
             table=table_id,

@@ -18,7 +18,6 @@ import hmac
 import json
 import secrets as random_source
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +33,7 @@ from events.base import ContractError
 from events.fairness import SHUFFLE_ALGORITHM, commitment, deal_context, new_seed, seed_hex, shuffle
 from events.mapping import rejection, reveal, to_engine_command, to_wire
 from services import compact_json
+from services.lru import Lru
 from services.store.base import AppendResult, EventStore, VersionConflict
 from services.table import SEED_KEY, TOKEN_KEY, SeatHolder, Table, fold_table
 
@@ -106,8 +106,7 @@ class TableService:
         self.dealer_source = dealer_source
         self.insecure_deal_key = insecure_deal_key
         self.token_hasher = token_hasher
-        self.cache_size = cache_size
-        self._cache: OrderedDict[str, Table] = OrderedDict()
+        self._cache: Lru[str, Table] = Lru(cache_size)
 
     # --- loading -------------------------------------------------------------------------------
 
@@ -131,10 +130,7 @@ class TableService:
         return self._cache.get(table_id)
 
     def _remember(self, table: Table) -> None:
-        self._cache[table.table_id] = table
-        self._cache.move_to_end(table.table_id)
-        while len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
+        self._cache.remember(table.table_id, table)
 
     # --- executing -----------------------------------------------------------------------------
 

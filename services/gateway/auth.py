@@ -19,10 +19,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-from collections import OrderedDict
 
 from redis.asyncio import Redis
 
+from services.lru import Lru
 from services.store.keys import KeySpace
 from services.table import TOKEN_KEY
 from services.tokens import SeatTokens, hash_token, token_matches
@@ -40,8 +40,7 @@ class SeatAuth:
         self.keys = keys
         self.tokens = SeatTokens(secret)
         self._secret = secret
-        self._cache: OrderedDict[tuple[str, str], int] = OrderedDict()
-        self._cache_size = cache_size
+        self._cache: Lru[tuple[str, str], int] = Lru(cache_size)
 
     def join_command_id(self, table_id: str, key: str) -> str:
         """Return the wire command id of a join whose client idempotency key is ``key``."""
@@ -62,18 +61,15 @@ class SeatAuth:
         A seat's token hash never changes once written, so a match is remembered.
         """
         key = (table_id, hash_token(token))
-        seat = self._cache.get(key)
+        seat = self._cache.recall(key)
         if seat is not None:
-            self._cache.move_to_end(key)
             return seat
         fields = [TOKEN_KEY.format(seat=s) for s in SEATS]
         stored = await self.redis.hmget(self.keys.secret(table_id), fields)
         for s, raw in zip(SEATS, stored, strict=True):
             text = raw.decode() if isinstance(raw, bytes) else raw
             if token_matches(token, text):
-                self._cache[key] = s
-                while len(self._cache) > self._cache_size:
-                    self._cache.popitem(last=False)
+                self._cache.remember(key, s)
                 return s
         return None
 

@@ -17,13 +17,13 @@ Two rules, both decided here:
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from events.domain import audience
 from events.envelope import Envelope
+from services.lru import Lru
 from services.store.base import EventStore, StoredEvent
 
 DEAL_STARTED = "deal_started"
@@ -75,17 +75,13 @@ class DealTracker:
     def __init__(self, store: EventStore, cache_size: int = 10_000, chunk: int = 64) -> None:
         self.store = store
         self.chunk = chunk
-        self.cache_size = cache_size
-        self._cache: OrderedDict[str, tuple[int, int | None]] = OrderedDict()
+        self._cache: Lru[str, tuple[int, int | None]] = Lru(cache_size)
 
     def remember(self, table_id: str, version: int, open_from: int | None) -> None:
         """Note that the deal in play at ``version`` started at ``open_from``."""
         known = self._cache.get(table_id)
         if known is None or known[0] <= version:
-            self._cache[table_id] = (version, open_from)
-            self._cache.move_to_end(table_id)
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
+            self._cache.remember(table_id, (version, open_from))
 
     async def open_at(self, table_id: str, version: int) -> int | None:
         """Return the version of the ``deal_started`` of the deal in play at ``version``."""

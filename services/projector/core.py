@@ -4,7 +4,6 @@ commands and scripts in one pipeline (EVALSHA, loading the scripts on NOSCRIPT).
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -12,6 +11,7 @@ from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
 from services.log import get_logger
+from services.lru import Lru
 from services.projector.records import ShardWrite
 from services.projector.scripts import SCRIPT_SHA, SCRIPTS
 from services.store.keys import KeySpace
@@ -51,7 +51,6 @@ class ProjectorCore:
         self.keys = keys
         self.owner = owner
         self.batch_size = batch_size
-        self.cache_size = cache_size
         self.lease_ms = lease_ms
         self.read_chunk = read_chunk
         self.clock = clock
@@ -63,7 +62,7 @@ class ProjectorCore:
         self.gaps: dict[int, str] = {}
         """Shards whose feed was trimmed past the checkpoint: the newest id trimmed away."""
         self._claimed_at = 0.0
-        self._cache: OrderedDict[str, TableFold] = OrderedDict()
+        self._cache: Lru[str, TableFold] = Lru(cache_size)
         self._feed_shard = {keys.feed(s): s for s in range(keys.shards)}
         self.log = get_logger("projector", owner=owner)
 
@@ -126,10 +125,7 @@ class ProjectorCore:
             self._cache.pop(t, None)
 
     def _remember(self, fold: TableFold) -> None:
-        self._cache[fold.table_id] = fold
-        self._cache.move_to_end(fold.table_id)
-        while len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
+        self._cache.remember(fold.table_id, fold)
 
     def _write_call(self, w: ShardWrite) -> PipelineCall:
         keys = [self.checkpoint_key(w.shard), self.lease_key(w.shard), *w.views]

@@ -182,10 +182,9 @@ class ProjectorRound(ProjectorLeases, ProjectorFetch):
         return True
 
     def _plan(self, table_id: str, target: int) -> TableRead | None:
-        fold = self._cache.get(table_id)
+        fold = self._cache.recall(table_id)
         if fold is None:
             return TableRead(table_id, 1, None)
-        self._cache.move_to_end(table_id)
         if fold.version >= target:
             return None  # already reflected: re-applying changes nothing
         return TableRead(table_id, fold.version + 1, target)
