@@ -54,7 +54,6 @@ from services.audit.fast_text import _TEXT_TYPES as _TEXT_TYPES
 from services.audit.fast_text import _deal_texts as _deal_texts
 from services.audit.full_audit import audit_table
 from services.audit.hashing import body_hash as body_hash
-from services.audit.hashing import canonical as canonical
 from services.audit.plain_checks import fast_payload_ok as fast_payload_ok
 from services.audit.results import CODES, Failure, StoredLike, TableReport
 from services.audit.store_audit import AuditSummary, audit_store

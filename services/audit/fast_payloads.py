@@ -8,10 +8,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from engine import actions as ea
+from events.chain import canonical_json
 from events.envelope import BODY_KEYS
 from events.mapping import rules_from_wire
 from services.audit.decode import _decode
-from services.audit.hashing import canonical
 from services.audit.plain_checks import _SHAPES
 from services.audit.results import _Failed
 
@@ -82,7 +82,9 @@ def _created(
     if model is None:
         return None
     fields = _json_decode("{" + text + "}")
-    items = [canonical({key: value}).decode("utf-8")[1:-1] for key, value in sorted(fields.items())]
+    items = [
+        canonical_json({key: value}).decode("utf-8")[1:-1] for key, value in sorted(fields.items())
+    ]
     if ",".join(items) != text or not fields.keys().isdisjoint(BODY_KEYS | {"type", "v"}):
         return None
     rules = rules_from_wire(model.rules)

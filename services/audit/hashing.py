@@ -7,15 +7,12 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from events.chain import canonical_json
-
-canonical = canonical_json
-"""``events.chain.canonical_json`` (its encoder is built once)."""
+from events.chain import canonical_json, hash_canonical
 
 
 def body_hash(prev_hash: str, body: Mapping[str, Any]) -> str:
     """``events.chain.event_hash`` of a stored body (one without ``hash``/``prev_hash``)."""
-    return hashlib.sha256(prev_hash.encode("ascii") + b"\n" + canonical(body)).hexdigest()
+    return hash_canonical(prev_hash, canonical_json(body))
 
 
 _SHA256 = hashlib.sha256()

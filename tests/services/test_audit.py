@@ -25,6 +25,7 @@ import redis.asyncio
 from engine.cards import ALL_CARDS, format_card
 from engine.events import DealStarted
 from events.chain import GENESIS_HASH, canonical_json, event_hash
+from events.chain import canonical_json as canonical
 from events.envelope import BODY_KEYS
 from events.mapping import to_engine
 from events.upcast import parse_event
@@ -35,7 +36,6 @@ from services.audit import (
     TableReport,
     audit_table,
     body_hash,
-    canonical,
     fast_payload_ok,
     load_tables,
 )
