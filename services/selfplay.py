@@ -38,6 +38,7 @@ from services.selfplay_deals import play_deal as play_deal
 from services.selfplay_deals import run_selfplay as run_selfplay
 from services.selfplay_record import TABLE_ID as TABLE_ID
 from services.selfplay_record import RecordedTable as RecordedTable
+from services.selfplay_record import RecordingConflict as RecordingConflict
 from services.selfplay_record import _wire_rules as _wire_rules
 from services.selfplay_record import command_id_of as command_id_of
 from services.selfplay_record import deal_seed as deal_seed
@@ -154,7 +155,11 @@ def run(args: argparse.Namespace) -> int:
             keys = KeySpace(namespace, shards)
         except ValueError as exc:
             args.parser.error(str(exc))
-        result, tables = asyncio.run(_record(args.redis_url, keys, config, args, progress))
+        try:
+            result, tables = asyncio.run(_record(args.redis_url, keys, config, args, progress))
+        except RecordingConflict as conflict:
+            sys.stderr.write(f"conquian selfplay: {conflict}\n")
+            return 1
         recorded = {
             "namespace": keys.ns,
             "tables": len(tables),

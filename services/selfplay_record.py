@@ -65,6 +65,11 @@ def _wire_rules(rules: Rules) -> str | RuleOptions:
     return RuleOptions.model_validate(rules.as_dict())
 
 
+class RecordingConflict(RuntimeError):
+    """A recorded table moved under the recorder: another player (a running service's bots
+    runner, say) acts for its bot seats, so the seed's games cannot be recorded there."""
+
+
 async def record_table(
     store: EventStore,
     config: SelfplayConfig,
@@ -102,6 +107,12 @@ async def record_table(
 
     async def send(command: wc.Command, seat: int | None) -> ServiceOutcome:
         outcome = await service.execute(command, seat)
+        if outcome.code == "command/stale_version":
+            raise RecordingConflict(
+                f"table {table_id} moved while it was being recorded ({outcome.result['message']}):"
+                " something else plays its bot seats, such as the bots runner of a service"
+                " serving this namespace; record into a namespace of its own (--namespace)"
+            )
         if not outcome.ok:
             raise RuntimeError(f"table {table_id}: {command.type} rejected: {outcome.result}")
         return outcome

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 from collections.abc import Iterator
 
 import pytest
@@ -14,6 +15,7 @@ from events.fairness import commitment, parse_seed
 from services import cli
 from services.audit import audit_table
 from services.selfplay import (
+    RecordingConflict,
     SelfplayConfig,
     command_id_of,
     deal_seed,
@@ -215,3 +217,33 @@ def test_record_usage_errors(
         cli.main(["selfplay", "--deals", "1", *args])
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+class _PlayedMeanwhile(MemoryEventStore):
+    """A store where, just before the recorder's sixth append, another player (a running
+    service's bots runner, say) acts for the seat to move."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.appends = 0
+
+    async def append(self, table_id, expected_version, *args, **kwargs):  # type: ignore[no-untyped-def]
+        self.appends += 1
+        if self.appends == 6:
+            from engine.bots import make_bot
+            from events.mapping import to_wire_command
+            from services.table_service import TableService
+
+            other = TableService(self)
+            table = await other.load(table_id)
+            assert table.match is not None and table.match.to_act is not None
+            seat = table.match.to_act
+            action = make_bot("random").choose(table.match, seat, random.Random(1))
+            command = to_wire_command(action, table_id, "someone-else-0001", table.version)
+            assert (await other.execute(command, seat)).ok
+        return await super().append(table_id, expected_version, *args, **kwargs)
+
+
+async def test_a_table_moved_by_another_player_stops_the_recording_with_a_clear_error() -> None:
+    with pytest.raises(RecordingConflict, match="namespace of its own"):
+        await record_selfplay(SelfplayConfig(2, 9, ("greedy", "random")), _PlayedMeanwhile())
