@@ -21,7 +21,7 @@ The answer is one entry per command, in input order:
     something unexpected failed for this command (the store was unreachable, a bug); nothing
     after it on the same table was attempted;
 ``None``
-    not attempted: an earlier command of its table failed, or ``proceed()`` said stop.
+    not attempted: an earlier command of its table failed, or ``proceed`` said stop for it.
 
 An unattempted or failed command may be retried later: a command id already applied returns the
 first outcome, so a retry never applies anything twice.
@@ -144,14 +144,15 @@ async def execute_many(
     service: TableService,
     items: Sequence[BatchItem],
     *,
-    proceed: Callable[[], bool] = lambda: True,
+    proceed: Callable[[str], bool] = lambda table_id: True,
     on_append: Callable[[float], None] | None = None,
 ) -> list[BatchResult]:
     """Execute ``items`` (see the module docstring); commands of a table run in input order.
 
     Tables not in the service's cache are loaded at the start of a round, a few at a time.
-    ``proceed`` is asked before each round: when it says no, the rest is left unattempted (the
-    engine worker stops when it loses the lease of the shard).  ``on_append`` gets the duration
+    ``proceed(table_id)`` is asked for every table before each round: when it says no, the rest
+    of that table is left unattempted (the engine worker stops a shard's tables when it loses
+    the shard's lease, and goes on with the others).  ``on_append`` gets the duration
     in seconds of each round's pipelined append (for a histogram).
     """
     results: list[BatchResult] = [None] * len(items)
@@ -159,7 +160,11 @@ async def execute_many(
     for index, (command, _) in enumerate(items):
         queues[command.table_id].append(index)
     store = service.store
-    while queues and proceed():
+    while queues:
+        for table_id in [t for t in queues if not proceed(t)]:
+            del queues[table_id]
+        if not queues:
+            break
         heads = [(table_id, queue.popleft()) for table_id, queue in queues.items()]
         for table_id, _ in heads:
             if not queues[table_id]:

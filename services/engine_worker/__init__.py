@@ -4,14 +4,17 @@
 ``await run_worker(settings, stop)``.  What it does, for every shard it owns:
 
 1. reads the shard's command stream ``<ns>:{sNN}:cmd`` in the consumer group ``engine`` (as
-   consumer ``settings.worker_id``), up to ``batch_size`` entries per XREADGROUP;
+   consumer ``settings.worker_id``), up to ``batch_size`` entries per stream, in one
+   XREADGROUP over the streams of every shard the worker owns (:mod:`.reader`);
 2. parses each entry (``docs/services.md``: fields ``c`` command JSON, ``s`` seat, ``r``
    received ms); what does not parse is acknowledged at once and its rejection published;
-3. decides the batch with :func:`services.table_batch.execute_many`: commands of one table in
-   stream order, one after the other; different tables appended together, one pipelined round
-   trip per round (each append is the store's atomic Lua call with the command id, so a
-   redelivered or retried command is applied once and gets its first result);
-4. XACKs the batch, then PUBLISHes a hint per command on ``<ns>:results`` (one round trip).
+3. decides the batch, all shards together (:mod:`.batch`), with
+   :func:`services.table_batch.execute_many`: commands of one table in stream order, one after
+   the other; different tables appended together, one pipelined round trip per round (each
+   append is the store's atomic Lua call with the command id, so a redelivered or retried
+   command is applied once and gets its first result);
+4. XACKs the batch (an XACK per shard stream), then PUBLISHes a hint per command on
+   ``<ns>:results`` (one round trip).
 
 **Ownership.**  A shard is decided for by the holder of its lease (:mod:`services.shard_leases`):
 ``SET NX PX lease_ms``, renewed every ``lease_ms / 3`` by compare-and-renew, released on a clean
@@ -48,17 +51,22 @@ command kills the workers that read it): after :data:`MAX_DELIVERIES` the comman
 acknowledged with a ``command/failed`` rejection recorded under its id, so a poison command never
 blocks its shard.
 
-**FastStream.**  The process is a ``FastStream`` app around a ``RedisBroker`` (start, stop,
-logging).  Each owned shard gets a dynamically created batch subscriber (``StreamSub(group=
-"engine", consumer=<worker id>, batch=True, max_records=batch_size)``, ``persistent=False``),
-started when the lease is taken and stopped when it is lost or released (``stop`` waits for
-the batch in hand).  The subscriber uses a parser that keeps the raw entries (FastStream's own
-parser decodes every field and fails the whole batch on one non-UTF-8 entry), a decoder that
+**FastStream.** The process is a ``FastStream`` app around a ``RedisBroker`` (start, stop, logging).
+One batch subscriber reads for the whole worker: :class:`.reader.ShardStreamsSubscriber` is
+FastStream's batch stream subscriber (``StreamSub(group="engine", consumer=<worker id>, batch=True,
+max_records=batch_size)``) whose read covers the streams of every shard the worker owns, asked anew
+before each read.  A shard's stream joins the reads once its pending entries are taken over and
+leaves them when its lease is lost or released (giving it up waits for a read or batch of it in
+hand).  Under steady traffic this is what makes batches: one read, one append round trip and one
+acknowledgement carry the commands of every shard instead of one shard's each
+(``docs/performance.md``).  The subscriber uses a parser that keeps the raw entries (FastStream's
+own parser decodes every field and fails the whole batch on one non-UTF-8 entry), a decoder that
 passes them to the handler as its argument (the broker has ``apply_types=False``: FastDepends
 resolved a ``Context`` argument in a worker thread, a thread hop for every batch), and the manual
 ack policy: the handler XACKs with redis-py, in the pipeline that also publishes the hints, since
-FastStream's ``msg.ack()`` sends no XACK unless given the client and group.  Claims and sweeps
-are redis-py calls run beside the subscriber, under the same per-shard lock as the handler.
+FastStream's ``msg.ack()`` sends no XACK unless given the client and group.  Claims, sweeps and
+retries are redis-py calls run beside the subscriber, under the shard's lock, which a batch holds
+for each of its shards.
 
 **After an append.**  :meth:`EngineWorker.after_append` is called after every accepted (not
 duplicate) command with the new table: an observer hook (the tests use it to see which worker
@@ -68,9 +76,11 @@ appended).  The turn clock is its own process that follows the feeds (docs/turn-
 ``conquian_append_seconds`` (one pipelined append round trip) in the default Prometheus
 registry; ``python -m services.engine_worker`` serves them on ``CONQUIAN_METRICS_PORT`` when set.
 
-**Modules.**  :mod:`.entries` parses command-stream entries; :mod:`.runner` consumes one owned
-shard (claims, batches, retries) and :mod:`.answers` answers its commands (hints, logs, metrics,
-give-up, XACK); :mod:`.worker` holds the leases, the FastStream app and the subscribers;
+**Modules.**  :mod:`.entries` parses command-stream entries; :mod:`.reader` is the FastStream
+subscriber over several streams; :mod:`.batch` decides and acknowledges a batch of several
+shards; :mod:`.runner` keeps one owned shard (take-over, claims, sweeps, retries, backlog) and
+:mod:`.answers` answers commands (hints, logs, metrics, give-up, XACK); :mod:`.worker` holds
+the leases, the runners, the FastStream app and the reader;
 :mod:`.metrics` the Prometheus metrics; :mod:`.streams` the group and channel names;
 :mod:`.serve` runs the process.
 """

@@ -1,9 +1,9 @@
-"""How a shard runner answers its entries: hints, metrics, logs, the give-up record, the XACK."""
+"""How the engine worker answers its entries: hints, metrics, logs, the give-up record, the XACK."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from services import compact_json
@@ -15,6 +15,7 @@ from services.table_service import MAX_CONFLICT_RETRIES, Outcome
 
 if TYPE_CHECKING:
     from services.engine_worker.runner import ShardRunner
+    from services.engine_worker.worker import EngineWorker
 
 
 # -- poison -----------------------------------------------------------------------------------
@@ -142,14 +143,17 @@ def _log_outcome(log: Any, entry: _Entry, outcome: Outcome) -> None:
         )
 
 
-async def acknowledge(runner: ShardRunner, acks: Sequence[bytes], hints: Sequence[str]) -> None:
-    """XACK the answered entries, then publish their hints: one round trip."""
-    if not acks and not hints:
+async def acknowledge(
+    worker: EngineWorker, acks: Mapping[str, Sequence[bytes]], hints: Sequence[str]
+) -> None:
+    """XACK the answered entries of each stream, then publish their hints: one round trip."""
+    streams = {stream: ids for stream, ids in acks.items() if ids}
+    if not streams and not hints:
         return
-    channel = runner.worker.results_channel
-    async with runner.worker.client.pipeline(transaction=False) as pipe:
-        if acks:
-            pipe.xack(runner.stream, GROUP, *acks)
+    channel = worker.results_channel
+    async with worker.client.pipeline(transaction=False) as pipe:
+        for stream, ids in streams.items():
+            pipe.xack(stream, GROUP, *ids)
         for hint in hints:
             pipe.publish(channel, hint)
         await pipe.execute()

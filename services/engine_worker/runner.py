@@ -1,4 +1,4 @@
-"""One owned shard: claims its pending entries, then decides the batches of its subscriber."""
+"""One owned shard: claims its pending entries, then has the worker's reader include its stream."""
 
 from __future__ import annotations
 
@@ -10,14 +10,13 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import redis.exceptions
-from faststream.redis.subscriber.usecases import LogicSubscriber
 
-from services.engine_worker.answers import acknowledge, answered, give_up, malformed
+from services.engine_worker.answers import answered, give_up, malformed
+from services.engine_worker.batch import ShardPart, execute_parts, process_batches
 from services.engine_worker.entries import _Entry, _Malformed, _RawEntry, parse_entry
-from services.engine_worker.metrics import APPEND_SECONDS
 from services.engine_worker.streams import GROUP
 from services.log import get_logger
-from services.table_batch import BatchResult, execute_many
+from services.table_batch import BatchResult
 from services.table_service import Outcome, TableError
 
 if TYPE_CHECKING:
@@ -43,7 +42,9 @@ def _transient(error: BaseException) -> bool:
 
 
 class ShardRunner:
-    """Consumes one owned shard: claims its pending entries, then a FastStream subscriber."""
+    """Consumes one owned shard: claims its pending entries, then (``reading``) has its stream
+    read by the worker's :class:`~services.engine_worker.reader.ShardStreamsSubscriber`, whose
+    batches span the worker's shards; retries and sweeps run here, under :attr:`lock`."""
 
     def __init__(self, worker: EngineWorker, shard: int, valid_until: float) -> None:
         self.worker = worker
@@ -56,7 +57,8 @@ class ShardRunner:
         self.backlog: dict[str, deque[_Entry]] = {}
         self.retry_at: dict[str, float] = {}
         self.held: set[bytes] = set()
-        self.subscriber: LogicSubscriber | None = None
+        self.reading = False
+        """Set once the pending entries are taken over: the worker's reader reads the stream."""
         self.stopping = asyncio.Event()
         self.wake = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
@@ -78,28 +80,28 @@ class ShardRunner:
         if self.task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self.task
-        if self.subscriber is not None:
-            reads = list(self.subscriber.tasks)
-            await self.subscriber.stop()
-            self.subscriber = None
-            # FastStream cancels its read task, but a cancel that lands inside redis-py's
-            # blocking XREADGROUP can be swallowed; the loop then ends after that read (it sees
-            # the subscriber stopped).  Wait for it: no read of ours may still be in flight
-            # when the lease is released (it would park entries in our pending list).
-            if reads:
-                _, late = await asyncio.wait(reads, timeout=3 * self.worker.poll_ms / 1000 + 1)
-                for task in late:
-                    task.cancel()
+        self.reading = False
+        # No read of ours may still be in flight when the lease is released (it would park
+        # entries in our pending list), nor a batch holding entries of the stream.
+        try:
+            await asyncio.wait_for(
+                self.worker.reader.settled(self.stream), self.worker.settle_seconds
+            )
+        except TimeoutError:
+            self.log.warning(
+                "a batch of the shard is still in hand", seconds=self.worker.settle_seconds
+            )
 
     # -- the loop -----------------------------------------------------------------------------
     async def _run(self) -> None:
-        """Take over what is pending, start the subscriber, then retry and sweep until stopped."""
+        """Take over what is pending, join the worker's reads, then retry and sweep until
+        stopped."""
         await self._take_over()
         if self.stopping.is_set():
             return
         if self.claimed:
             self.log.info("claimed pending entries", count=self.claimed)
-        await self._start_subscriber()
+        self.reading = True
         await self._maintain()
 
     async def _take_over(self) -> None:
@@ -111,20 +113,6 @@ class ShardRunner:
                 break
             except Exception:
                 self.log.exception("claim failed")
-                await self._sleep(backoff)
-                backoff = min(backoff * 2, 2.0)
-
-    async def _start_subscriber(self) -> None:
-        """Create and start the FastStream subscriber (retried with backoff)."""
-        backoff = 0.05
-        while not self.stopping.is_set():
-            try:
-                if self.subscriber is None:
-                    self.subscriber = self.worker.subscribe(self)
-                await self.subscriber.start()
-                break
-            except Exception:
-                self.log.exception("subscriber start failed")
                 await self._sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
 
@@ -200,28 +188,13 @@ class ShardRunner:
         return {_b(p["message_id"]): max(int(p["times_delivered"]) - 1, 0) for p in pending}
 
     # -- processing ---------------------------------------------------------------------------
-    async def handle(self, raw: Mapping[str, Any]) -> None:
-        """The FastStream handler: one XREADGROUP batch of the shard's command stream (the raw
-        entries, see :func:`services.engine_worker.worker._raw_entries`)."""
-        await self.process(list(zip(raw["message_ids"], raw["data"], strict=True)))
-
     async def process(
         self, entries: Sequence[_RawEntry], tries: Mapping[bytes, int] | None = None
     ) -> None:
-        """Decide, append, acknowledge and publish a batch of entries (never raises)."""
-        try:
-            async with self.lock:
-                if not self.may_append():
-                    return  # not ours any more: the entries stay pending for the next owner
-                acks: list[bytes] = []
-                hints: list[str] = []
-                items = self._parse(entries, tries, acks, hints)
-                self.held.update(e.entry_id for e in items)
-                await self._execute(items, acks, hints)
-        except Exception:
-            self.log.exception("batch failed", entries=len(entries))
+        """Decide, append, acknowledge and publish entries of this shard (never raises)."""
+        await process_batches(self.worker, {self: entries}, tries)
 
-    def _parse(
+    def parse(
         self,
         entries: Sequence[_RawEntry],
         tries: Mapping[bytes, int] | None,
@@ -240,6 +213,7 @@ class ShardRunner:
                 continue
             parsed.tries = tries.get(entry_id, 0) if tries else 0
             items.append(parsed)
+        self.held.update(e.entry_id for e in items)
         return items
 
     async def retry_backlog(self) -> None:
@@ -251,29 +225,9 @@ class ShardRunner:
                 del self.retry_at[table_id]
                 items.extend(self.backlog.pop(table_id, ()))
             if items:
-                acks: list[bytes] = []
-                hints: list[str] = []
-                await self._execute(items, acks, hints)
+                await execute_parts(self.worker, [ShardPart(self, items)], [])
 
-    async def _execute(self, items: list[_Entry], acks: list[bytes], hints: list[str]) -> None:
-        """The common part of a batch and a retry: decide, append, ack, publish (under lock)."""
-        run = await self._triage(items, acks, hints)
-        results: list[BatchResult] = []
-        if run:
-            results = await execute_many(
-                self.worker.service,
-                [(e.command, e.seat) for e in run],
-                proceed=self.may_append,
-                on_append=APPEND_SECONDS.observe,
-            )
-        dropped = await self._settle(run, results, acks, hints)
-        try:
-            await acknowledge(self, acks, hints)
-        finally:
-            self.held.difference_update(acks)
-            self.held.difference_update(dropped)
-
-    async def _triage(
+    async def triage(
         self, items: list[_Entry], acks: list[bytes], hints: list[str]
     ) -> list[_Entry]:
         """The commands to run now: the others wait behind their table's backlog or, past
@@ -294,8 +248,12 @@ class ShardRunner:
                 run.append(entry)
         return run
 
-    async def _settle(
-        self, run: list[_Entry], results: list[BatchResult], acks: list[bytes], hints: list[str]
+    async def settle(
+        self,
+        run: Sequence[_Entry],
+        results: Sequence[BatchResult],
+        acks: list[bytes],
+        hints: list[str],
     ) -> list[bytes]:
         """Answer the decided commands, defer the failed ones; return the ids dropped because
         the lease was lost (left pending for the next owner)."""

@@ -1,4 +1,5 @@
-"""The engine worker: shard leases, one runner per owned shard, the FastStream app and broker."""
+"""The engine worker: shard leases, one runner per owned shard, one reader of their streams,
+the FastStream app and broker."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from typing import Any
 import redis.asyncio
 import redis.exceptions
 from faststream import FastStream
-from faststream.middlewares import AckPolicy
-from faststream.redis import RedisBroker, StreamSub
+from faststream.redis import RedisBroker
 from faststream.redis.message import FAKE_CONSUMER, RedisBatchStreamMessage
-from faststream.redis.subscriber.usecases import LogicSubscriber
 
+from services.engine_worker.batch import process_batches
+from services.engine_worker.entries import _RawEntry
+from services.engine_worker.reader import STREAMS_FIELD, ShardStreamsSubscriber, subscribe_shards
 from services.engine_worker.runner import ShardRunner
 from services.engine_worker.streams import GROUP, results_channel
 from services.log import get_logger
@@ -47,7 +49,8 @@ async def _raw_entries(message: RedisBatchStreamMessage) -> Mapping[str, Any]:
 
 
 class EngineWorker:
-    """One engine worker process: leases, one :class:`ShardRunner` per owned shard.
+    """One engine worker process: leases, one :class:`ShardRunner` per owned shard, and one
+    FastStream subscriber (:mod:`.reader`) reading the streams of every owned shard at once.
 
     ``service_factory`` builds the table service on the worker's store (tests inject seeds and
     faults; default: a ``TableService`` with the deployment's seat tokens); ``max_deliveries``
@@ -85,6 +88,20 @@ class EngineWorker:
             apply_types=False,  # no injection: FastDepends ran each batch through a thread
         )
         self.app = FastStream(self.broker, logger=faststream_log)
+        self.settle_seconds = max(2 * settings.lease_ms / 1000, 5.0) + 3 * poll_ms / 1000
+        """How long giving up a shard waits for a read or batch of it in hand."""
+        self.reader: ShardStreamsSubscriber = subscribe_shards(
+            self.broker,
+            self.handle,
+            name=settings.keys.cmd(0).replace("{s00}", "{s*}"),
+            streams=self.reading,
+            group=GROUP,
+            consumer=self.worker_id,
+            max_records=settings.batch_size,
+            polling_ms=poll_ms,
+            parser=_raw_batch,
+            decoder=_raw_entries,
+        )
         self.started = False
 
     @property
@@ -106,6 +123,25 @@ class EngineWorker:
         the command, which then comes back as a duplicate and does not call this hook again.
         """
         return None
+
+    def reading(self) -> list[str]:
+        """The command streams the reader reads now: those of runners past their take-over."""
+        return [r.stream for r in self.runners.values() if r.reading and not r.lost]
+
+    async def handle(self, raw: Mapping[str, Any]) -> None:
+        """The FastStream handler: one read's entries, of every shard read (see :mod:`.reader`).
+
+        An entry of a shard no longer ours stays pending: its next owner claims it."""
+        runners = {r.stream: r for r in self.runners.values()}
+        batches: dict[ShardRunner, list[_RawEntry]] = {}
+        for entry_id, fields, stream in zip(
+            raw["message_ids"], raw["data"], raw[STREAMS_FIELD], strict=True
+        ):
+            runner = runners.get(stream)
+            if runner is not None:
+                batches.setdefault(runner, []).append((entry_id, fields))
+        if batches:
+            await process_batches(self, batches)
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -215,27 +251,6 @@ class EngineWorker:
         finally:
             self.runners.pop(runner.shard, None)
             self._retiring.pop(runner.shard, None)
-
-    def subscribe(self, runner: ShardRunner) -> LogicSubscriber:
-        """A FastStream batch subscriber on the runner's command stream (not started)."""
-        subscriber = self.broker.subscriber(
-            stream=StreamSub(
-                runner.stream,
-                group=GROUP,
-                consumer=self.worker_id,
-                batch=True,
-                max_records=self.settings.batch_size,
-                polling_interval=self.poll_ms,
-            ),
-            ack_policy=AckPolicy.MANUAL,
-            no_reply=True,
-            persistent=False,
-            include_in_schema=False,
-            parser=_raw_batch,
-            decoder=_raw_entries,
-        )
-        subscriber(runner.handle)
-        return subscriber
 
     async def close(self) -> None:
         """Finish the batches in hand, release every lease, leave the registry, disconnect."""

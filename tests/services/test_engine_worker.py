@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import pytest
@@ -224,6 +224,44 @@ async def test_commands_are_applied_acked_and_hinted(
     types = [e.body["type"] for e in await store.read(table_id)]
     assert types[:4] == ["table_created", "player_joined", "player_joined", "deal_started"]
     assert metric("accepted") - accepted == 3
+
+
+class Batches(EngineWorker):
+    """Records the streams of every batch its reader hands over."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.batches: list[set[str]] = []
+
+    async def handle(self, raw: Mapping[str, Any]) -> None:
+        self.batches.append(set(raw["streams"]))
+        await super().handle(raw)
+
+
+def append_rounds() -> float:
+    return REGISTRY.get_sample_value("conquian_append_seconds_count") or 0.0
+
+
+async def test_commands_of_several_shards_are_read_and_appended_together(
+    redis_client: redis.asyncio.Redis, settings: Settings, store: RedisEventStore
+) -> None:
+    tables = [table_on(settings, shard) for shard in range(settings.shards)]
+    async with running(settings, Batches) as worker:
+        assert isinstance(worker, Batches)
+        await eventually(lambda: len(worker.reading()) == settings.shards)
+        rounds = append_rounds()
+        # one MULTI: the worker's blocked read wakes up once, with an entry on every shard
+        async with redis_client.pipeline(transaction=True) as pipe:
+            for table_id in tables:
+                command = opening(table_id)[0].model_dump_json(exclude_none=True)
+                pipe.xadd(settings.keys.cmd(settings.keys.shard_of(table_id)), {"c": command})
+            await pipe.execute()
+        for table_id in tables:
+            assert (await result_of(store, table_id, f"create-{table_id}"))["ok"] is True
+        every = {settings.keys.cmd(shard) for shard in range(settings.shards)}
+        assert every in worker.batches
+        assert append_rounds() - rounds == 1  # the four creates in one pipelined append
+    assert await pending(redis_client, settings) == 0
 
 
 async def test_the_same_entry_twice_is_applied_once(

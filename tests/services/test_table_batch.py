@@ -178,15 +178,23 @@ async def test_store_failure_fails_the_round() -> None:
 
 
 @pytest.mark.parametrize("rounds", [0, 1, 2])
-async def test_proceed_stops_between_rounds(rounds: int) -> None:
+async def test_proceed_stops_one_table_between_rounds(rounds: int) -> None:
+    """``proceed`` is asked per table before each round: T1 stops, T2 goes on to the end."""
     left = [rounds]
 
-    def proceed() -> bool:
+    def proceed(table_id: str) -> bool:
+        if table_id == "T2":
+            return True
         left[0] -= 1
         return left[0] >= 0
 
-    check: Callable[[], bool] = proceed
+    check: Callable[[str], bool] = proceed
     svc = service()
-    results = await execute_many(svc, opening("T1"), proceed=check)
-    assert [isinstance(r, Outcome) for r in results] == [i < rounds for i in range(3)]
+    items = [item for pair in zip(opening("T1"), opening("T2"), strict=True) for item in pair]
+    results = await execute_many(svc, items, proceed=check)
+    assert [isinstance(r, Outcome) for r in results[0::2]] == [i < rounds for i in range(3)]
+    assert all(isinstance(r, Outcome) and r.ok for r in results[1::2])
     assert (await svc.store.head("T1")).version == [0, 1, 2][rounds]
+    alone = service()
+    await execute_many(alone, opening("T2"))
+    assert await svc.store.head("T2") == await alone.store.head("T2")

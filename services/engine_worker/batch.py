@@ -1,0 +1,96 @@
+"""A batch of command entries from one or more owned shards: decided and acknowledged together.
+
+One read of the worker's reader brings entries of several shards.  They are decided as one
+:func:`services.table_batch.execute_many` call (different tables appended in one pipelined
+round trip per round, whatever their shard) and acknowledged in one pipeline (an XACK per shard
+stream and the hints), so a round trip carries every command of the moment instead of one
+shard's.  Each shard keeps its own rules: its lock is held for the whole batch (claims, sweeps
+and retries of the shard wait), nothing of a shard is appended once its lease is not known to
+be ours, and its backlog, retries and give-ups stay its own (:class:`ShardRunner`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from services.engine_worker.answers import acknowledge
+from services.engine_worker.entries import _Entry, _RawEntry
+from services.engine_worker.metrics import APPEND_SECONDS
+from services.table_batch import BatchResult, execute_many
+
+if TYPE_CHECKING:
+    from services.engine_worker.runner import ShardRunner
+    from services.engine_worker.worker import EngineWorker
+
+
+@dataclass
+class ShardPart:
+    """One shard's share of a batch: the commands to decide, and its entries to acknowledge."""
+
+    runner: ShardRunner
+    items: list[_Entry]
+    acks: list[bytes] = field(default_factory=list)
+    run: list[_Entry] = field(default_factory=list)
+
+
+async def process_batches(
+    worker: EngineWorker,
+    batches: Mapping[ShardRunner, Sequence[_RawEntry]],
+    tries: Mapping[bytes, int] | None = None,
+) -> None:
+    """Decide, append, acknowledge and publish the entries of each shard (never raises).
+
+    The shards' locks are taken in shard order; a shard whose lease is not known to be ours is
+    left out (its entries stay pending for the next owner).  ``tries`` are earlier deliveries
+    by entry id (claimed entries).
+    """
+    try:
+        async with contextlib.AsyncExitStack() as locks:
+            for runner in sorted(batches, key=lambda r: r.shard):
+                await locks.enter_async_context(runner.lock)
+            hints: list[str] = []
+            parts: list[ShardPart] = []
+            for runner, entries in batches.items():
+                if not runner.may_append():
+                    continue  # not ours any more: the entries stay pending for the next owner
+                acks: list[bytes] = []
+                parts.append(ShardPart(runner, runner.parse(entries, tries, acks, hints), acks))
+            await execute_parts(worker, parts, hints)
+    except Exception:
+        worker.log.exception(
+            "batch failed",
+            shards=sorted(r.shard for r in batches),
+            entries=sum(len(e) for e in batches.values()),
+        )
+
+
+async def execute_parts(worker: EngineWorker, parts: list[ShardPart], hints: list[str]) -> None:
+    """Decide the parts' commands together, answer them, acknowledge them in one round trip
+    (called with every part's lock held)."""
+    for part in parts:
+        part.run = await part.runner.triage(part.items, part.acks, hints)
+    owner = {e.command.table_id: part.runner for part in parts for e in part.run}
+    run = [e for part in parts for e in part.run]
+    results: list[BatchResult] = []
+    if run:
+        results = await execute_many(
+            worker.service,
+            [(e.command, e.seat) for e in run],
+            proceed=lambda table_id: owner[table_id].may_append(),
+            on_append=APPEND_SECONDS.observe,
+        )
+    dropped: list[list[bytes]] = []
+    start = 0
+    for part in parts:
+        end = start + len(part.run)
+        dropped.append(await part.runner.settle(part.run, results[start:end], part.acks, hints))
+        start = end
+    try:
+        await acknowledge(worker, {p.runner.stream: p.acks for p in parts}, hints)
+    finally:
+        for part, gone in zip(parts, dropped, strict=True):
+            part.runner.held.difference_update(part.acks)
+            part.runner.held.difference_update(gone)

@@ -1,0 +1,167 @@
+"""One FastStream subscriber per engine worker: every owned shard's command stream in one read.
+
+FastStream's ``StreamSub`` reads one stream, so a worker owning eight shards ran eight
+subscribers, each with its own XREADGROUP, append pipeline and XACK pipeline per batch.  Under
+steady traffic those batches carried one or two commands each and the worker spent most of its
+time on round trips.  :class:`ShardStreamsSubscriber` is FastStream's batch stream subscriber
+(the same consume loop, middlewares, handler call and graceful stop) whose read is one
+``XREADGROUP ... STREAMS <cmd of every shard it is told> > > ...``: the entries of all of them
+reach the handler as one batch, and every entry keeps the name of its stream.
+
+Which streams a read covers is asked before each read (``streams()``), so a shard taken or
+given up joins or leaves at the next read; :meth:`ShardStreamsSubscriber.settled` waits until no
+read or batch in hand involves a stream (a worker giving up a shard must not leave entries it
+has read parked in its pending list).
+
+This leans on FastStream 0.7's subscriber internals (``pyproject.toml`` pins the minor
+version); ``tests/services/test_engine_reader.py`` checks the behaviour on a real Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from faststream._internal.broker.registrator import Registrator
+from faststream._internal.endpoint.subscriber.call_item import CallsCollection
+from faststream.middlewares import AckPolicy
+from faststream.redis import RedisBroker, StreamSub
+from faststream.redis.subscriber.config import (
+    RedisSubscriberConfig,
+    RedisSubscriberSpecificationConfig,
+)
+from faststream.redis.subscriber.specification import StreamSubscriberSpecification
+from faststream.redis.subscriber.usecases import LogicSubscriber, StreamBatchSubscriber
+
+STREAMS_FIELD = "streams"
+"""The key of the batch message that names each entry's stream (aligned with the ids)."""
+
+Handler = Callable[[Mapping[str, Any]], Awaitable[None]]
+
+
+class ShardStreamsSubscriber(StreamBatchSubscriber):
+    """A FastStream batch subscriber reading several streams of one consumer group at once."""
+
+    def __init__(
+        self,
+        config: RedisSubscriberConfig,
+        specification: StreamSubscriberSpecification,
+        calls: CallsCollection[Any],
+        *,
+        streams: Callable[[], Sequence[str]],
+        group: str,
+        consumer: str,
+    ) -> None:
+        super().__init__(config, specification, calls)
+        self._streams = streams
+        self._group = group
+        self._consumer = consumer
+        self._busy: frozenset[str] = frozenset()
+        self._done = asyncio.Event()
+        self.reads = 0
+        """XREADGROUP calls made (tests and metrics read it)."""
+
+    async def start(self) -> None:
+        """Start the consume loop (the worker creates the groups and acknowledges entries itself,
+        so there is no per-stream setup)."""
+        await LogicSubscriber.start(self, self._read)
+
+    async def _read(self, _: str) -> Any:
+        """One XREADGROUP over the streams of this moment (a pause when there are none)."""
+        sub = self._stream_sub
+        streams = self._busy
+        if not streams:
+            await asyncio.sleep(sub.polling_interval / 1000)
+            return ()
+        self.reads += 1
+        return await self._client.xreadgroup(
+            groupname=self._group,
+            consumername=self._consumer,
+            streams=dict.fromkeys(sorted(streams), ">"),
+            count=sub.max_records,
+            block=sub.polling_interval,
+        )
+
+    async def _get_msgs(self, read: Any) -> None:
+        """Read once and hand every entry read, of every stream, to the handler as one batch."""
+        self._busy = frozenset(self._streams())
+        try:
+            ids: list[bytes] = []
+            data: list[dict[bytes, bytes]] = []
+            names: list[str] = []
+            for stream_name, entries in await read(""):
+                name = stream_name.decode() if isinstance(stream_name, bytes) else stream_name
+                for entry_id, fields, *_ in entries:
+                    ids.append(entry_id)
+                    data.append(fields)
+                    names.append(name)
+            if ids:
+                # FastStream's BatchStreamMessage, with each entry's stream beside its id
+                message = {
+                    "type": "bstream",
+                    "channel": self._stream_sub.name,
+                    "data": data,
+                    "message_ids": ids,
+                    STREAMS_FIELD: names,
+                }
+                await self.consume_one(message)
+        finally:
+            self._busy = frozenset()
+            done, self._done = self._done, asyncio.Event()
+            done.set()
+
+    async def settled(self, stream: str) -> None:
+        """Wait until no read or batch in hand involves ``stream``."""
+        while stream in self._busy:
+            await self._done.wait()
+
+
+def subscribe_shards(
+    broker: RedisBroker,
+    handler: Handler,
+    *,
+    name: str,
+    streams: Callable[[], Sequence[str]],
+    group: str,
+    consumer: str,
+    max_records: int,
+    polling_ms: int,
+    parser: Callable[..., Awaitable[Any]],
+    decoder: Callable[..., Awaitable[Any]],
+) -> ShardStreamsSubscriber:
+    """Register a :class:`ShardStreamsSubscriber` on ``broker`` (started with the broker, or
+    by its own ``start()``), built the way ``broker.subscriber(stream=StreamSub(batch=True))``
+    builds FastStream's own, with the manual ack policy and no replies.
+
+    ``name`` labels the subscriber in FastStream's logs; ``max_records`` is XREADGROUP's COUNT
+    (per stream); ``polling_ms`` its BLOCK.
+    """
+    stream_sub = StreamSub(
+        name,
+        group=group,
+        consumer=consumer,
+        batch=True,
+        max_records=max_records,
+        polling_interval=polling_ms,
+    )
+    config = RedisSubscriberConfig(
+        stream_sub=stream_sub,
+        no_reply=True,
+        _outer_config=broker.config,  # type: ignore[arg-type]
+        _ack_policy=AckPolicy.MANUAL,
+    )
+    calls = CallsCollection[Any]()
+    specification = StreamSubscriberSpecification(
+        broker.config,  # type: ignore[arg-type]
+        RedisSubscriberSpecificationConfig(title_=None, description_=None, include_in_schema=False),
+        calls,
+        stream_sub=stream_sub,
+    )
+    subscriber = ShardStreamsSubscriber(
+        config, specification, calls, streams=streams, group=group, consumer=consumer
+    )
+    Registrator.subscriber(broker, subscriber, persistent=False)
+    subscriber.add_call(parser_=parser, decoder_=decoder, dependencies_=())
+    subscriber(handler)
+    return subscriber

@@ -1,0 +1,80 @@
+"""The engine worker's reader: one FastStream subscriber, one XREADGROUP over several streams."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import redis.asyncio
+from faststream.redis import RedisBroker
+
+from services.engine_worker.reader import STREAMS_FIELD, subscribe_shards
+from services.engine_worker.worker import _raw_batch, _raw_entries
+
+
+async def _until(check: Any, timeout: float = 5.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not check():
+            await asyncio.sleep(0.01)
+
+
+async def test_one_read_spans_the_streams_and_settled_waits_for_the_batch(
+    redis_url: str, redis_ns: str, redis_client: redis.asyncio.Redis
+) -> None:
+    streams = [f"{redis_ns}:{{s0{i}}}:cmd" for i in range(3)]
+    ids: dict[str, list[bytes]] = {}
+    for stream in streams:
+        await redis_client.xgroup_create(stream, "g", id="0", mkstream=True)
+        ids[stream] = [await redis_client.xadd(stream, {"n": str(i)}) for i in range(2)]
+
+    batches: list[list[tuple[bytes, str]]] = []
+    entered = asyncio.Event()
+    release = asyncio.Event()
+
+    async def handle(raw: Mapping[str, Any]) -> None:
+        batches.append(list(zip(raw["message_ids"], raw[STREAMS_FIELD], strict=True)))
+        entered.set()
+        await release.wait()
+
+    wanted = list(streams)
+    broker = RedisBroker(redis_url, apply_types=False)
+    reader = subscribe_shards(
+        broker,
+        handle,
+        name=f"{redis_ns}:{{s*}}:cmd",
+        streams=lambda: wanted,
+        group="g",
+        consumer="c1",
+        max_records=10,
+        polling_ms=50,
+        parser=_raw_batch,
+        decoder=_raw_entries,
+    )
+    await broker.start()
+    try:
+        await asyncio.wait_for(entered.wait(), 5)
+        # every stream's entries in one batch, each with the name of its stream
+        assert sorted(batches[0]) == sorted((i, s) for s in streams for i in ids[s])
+        assert reader.reads == 1
+
+        # the batch is in hand: a stream of it is not settled until the handler returns
+        settled = asyncio.create_task(reader.settled(streams[1]))
+        await asyncio.sleep(0.2)
+        assert not settled.done()
+        wanted.remove(streams[1])
+        release.set()
+        await asyncio.wait_for(settled, 5)
+
+        # a stream left out is not read: its new entry stays undelivered
+        await redis_client.xadd(streams[1], {"n": "late"})
+        other = await redis_client.xadd(streams[0], {"n": "next"})
+        await _until(lambda: len(batches) >= 2)
+        assert batches[1] == [(other, streams[0])]
+        (group,) = await redis_client.xinfo_groups(streams[1])
+        assert group["last-delivered-id"] == ids[streams[1]][-1]
+        # a stream of no read in hand is settled at once
+        await asyncio.wait_for(reader.settled(streams[1]), 1)
+    finally:
+        release.set()
+        await broker.stop()
