@@ -676,10 +676,15 @@ def loadavg() -> list[float]:
 
 
 async def wait_ready(
-    client: redis.asyncio.Redis, keys: KeySpace, workers: int, services: Services, timeout: float
+    client: redis.asyncio.Redis,
+    keys: KeySpace,
+    workers: int,
+    projectors: int,
+    services: Services,
+    timeout: float,
 ) -> None:
-    """Until every shard has an engine lease (held by ``workers`` workers) and a projector
-    lease."""
+    """Until every shard has an engine lease and a projector lease, the shards split among the
+    ``workers`` workers and the ``projectors`` projectors."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         services.check()
@@ -690,10 +695,15 @@ async def wait_ready(
             replies = await pipe.execute()
         engine = replies[0::2]
         projector = replies[1::2]
-        if all(engine) and all(projector) and len(set(engine)) == workers:
+        if (
+            all(engine)
+            and all(projector)
+            and len(set(engine)) == workers
+            and len(set(projector)) == min(projectors, keys.shards)
+        ):
             return
         await asyncio.sleep(0.1)
-    raise RuntimeError("the workers or the projector did not take every shard in time")
+    raise RuntimeError("the workers or the projectors did not share the shards in time")
 
 
 def reached(order: Order) -> dict[str, int]:
@@ -793,7 +803,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             services.start(f"worker{i}", "services.engine_worker")
         for i in range(args.projectors):
             services.start(f"projector{i}", "services.projector")
-        await wait_ready(client, keys, args.workers, services, 60)
+        await wait_ready(client, keys, args.workers, args.projectors, services, 60)
 
         hints = Hints(url, f"{ns}:views")
         await hints.start()

@@ -41,7 +41,9 @@ __all__ = [
     "RENEW_LUA",
     "ShardLeases",
     "fair_share",
+    "heartbeat",
     "lease_key",
+    "preference",
     "registry_key",
 ]
 
@@ -90,6 +92,25 @@ def fair_share(shards: int, live: int) -> int:
     return math.ceil(shards / max(live, 1))
 
 
+def preference(member: str, shards: Iterable[int]) -> list[int]:
+    """``shards`` in ``member``'s own order of preference (a hash of its id and the shard), so
+    that processes starting together try different free shards first."""
+    return sorted(
+        shards,
+        key=lambda s: hashlib.blake2b(f"{member}/{s}".encode(), digest_size=8).digest(),
+    )
+
+
+async def heartbeat(client: Redis, registry: str, member: str, lease_ms: int) -> int:
+    """Record in the sorted set ``registry`` that ``member`` is alive (Redis server time);
+    return the number of members seen within one lease period, ``member`` included (>= 1).
+
+    The engine workers use ``<ns>:workers``, the projectors ``<ns>:projectors``."""
+    script = client.register_script(HEARTBEAT_LUA)
+    live = await script(keys=[registry], args=[member, lease_ms, lease_ms * PRUNE_LEASES])
+    return max(int(live), 1)
+
+
 def _text(value: Any) -> str | None:
     if value is None:
         return None
@@ -108,16 +129,11 @@ class ShardLeases:
         self.lease_ms = lease_ms
         self._renew = client.register_script(RENEW_LUA)
         self._release = client.register_script(RELEASE_LUA)
-        self._heartbeat = client.register_script(HEARTBEAT_LUA)
 
     # -- registry -----------------------------------------------------------------------------
     async def heartbeat(self) -> int:
         """Record that this worker is alive; return the number of live workers (>= 1)."""
-        live = await self._heartbeat(
-            keys=[registry_key(self.keys)],
-            args=[self.worker_id, self.lease_ms, self.lease_ms * PRUNE_LEASES],
-        )
-        return max(int(live), 1)
+        return await heartbeat(self.client, registry_key(self.keys), self.worker_id, self.lease_ms)
 
     async def deregister(self) -> None:
         """Leave the registry (clean shutdown): the others' fair share grows at once."""
@@ -128,12 +144,8 @@ class ShardLeases:
         return fair_share(self.keys.shards, live)
 
     def preference(self, shards: Iterable[int]) -> list[int]:
-        """``shards`` in this worker's own order of preference (a hash of id and shard), so
-        that workers starting together try different free shards first."""
-        return sorted(
-            shards,
-            key=lambda s: hashlib.blake2b(f"{self.worker_id}/{s}".encode(), digest_size=8).digest(),
-        )
+        """``shards`` in this worker's own order of preference (see :func:`preference`)."""
+        return preference(self.worker_id, shards)
 
     # -- leases -------------------------------------------------------------------------------
     async def owners(self) -> dict[int, str | None]:

@@ -33,11 +33,13 @@ cached fold is at or past an entry's last version is skipped, and the compare-an
 checkpoint refuses a write from a projector whose idea of the feed position is stale.
 
 Several processes: each shard is followed by one projector at a time, the holder of the lease
-``<ns>:{sNN}:projlease`` (``SET NX PX``, renewed every third of ``lease_ms``).  A process takes
-every shard whose lease is free, so a second projector is a hot standby that takes over the
-shards of one that stops or dies (after at most ``lease_ms``); the write script checks the
-lease, so a projector that lost its lease while working writes nothing.  One projector keeps
-up with the whole deployment (docs/services.md); more shards than projectors is the normal case.
+``<ns>:{sNN}:projlease`` (``SET NX PX``, renewed every third of ``lease_ms``), and the running
+projectors share the shards the way the engine workers do (:meth:`Projector.balance`): each
+heartbeats in ``<ns>:projectors`` and holds at most ``ceil(shards / live projectors)``, taking
+free shards up to that share and giving back the excess.  Two projectors thus split the work
+(each round is half as long), and when one stops or dies the other takes its shards (at once
+after a clean stop, after at most ``lease_ms`` after a crash); the write script checks the
+lease, so a projector that lost its lease while working writes nothing.
 
 ``--rebuild`` (:meth:`Projector.rebuild`) needs every lease of the namespace (stop the running
 projectors first, or wait for their leases to lapse): it drops the checkpoints, rebuilds every

@@ -1,4 +1,5 @@
-"""Shard leases: a projector follows a shard while it holds ``<ns>:{sNN}:projlease``."""
+"""Shard leases: a projector follows a shard while it holds ``<ns>:{sNN}:projlease``; the
+running projectors share the shards (each holds at most its fair share of the live ones)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,10 @@ from collections.abc import Iterable, Sequence
 
 from services.projector.core import ProjectorCore
 from services.projector.records import ProjectorBusy
+from services.shard_leases import fair_share, heartbeat, preference
+
+REGISTRY = "projectors"
+"""The last part of the projectors' heartbeat registry ``<ns>:projectors`` (a sorted set)."""
 
 
 class ProjectorLeases(ProjectorCore):
@@ -30,27 +35,62 @@ class ProjectorLeases(ProjectorCore):
         )
         self._claimed_at = time.monotonic()
         held = {s for s, ok in zip(wanted, replies, strict=True) if ok == 1}
-        for s in self.owned - held:
+        for s in (self.owned & set(wanted)) - held:  # asked for and not ours any more
             self._lose(s)
         for s in sorted(held - self.owned):
             self.log.info("lease_taken", shard=s)
         self.owned = held | (self.owned - set(wanted))
         return set(self.owned)
 
-    async def release(self) -> None:
-        """Give back every lease this projector holds."""
-        if self.owner is None or not self.owned:
-            self.owned = set()
-            return
-        owner = self.owner
-        await self._run(
-            [self._script("release", [self.lease_key(s)], [owner]) for s in sorted(self.owned)]
-        )
-        self.owned = set()
+    @property
+    def registry_key(self) -> str:
+        """The sorted set of projector heartbeats: ``<ns>:projectors``."""
+        return f"{self.keys.ns}:{REGISTRY}"
+
+    async def balance(self) -> set[int]:
+        """Heartbeat, renew the leases held, then take free shards up to the fair share of the
+        live projectors (``ceil(shards / live)``) or give back the ones above it; return the
+        shards held.  Without an ``owner`` every shard is held.
+
+        Run every third of ``lease_ms`` by each projector: two projectors split the shards, and
+        when one stops (or dies: its heartbeat and leases lapse) the other takes them all.
+        """
+        if self.owner is None:
+            return await self.claim()
+        live = await heartbeat(self.client, self.registry_key, self.owner, self.lease_ms)
+        share = fair_share(self.keys.shards, live)
+        held = preference(self.owner, await self.claim(sorted(self.owned)) if self.owned else ())
+        if len(held) > share:
+            await self.release(held[share:])
+            self.log.info("leases_released", shards=sorted(held[share:]), share=share, live=live)
+        elif len(held) < share:
+            holders = await self.client.mget([self.lease_key(s) for s in range(self.keys.shards)])
+            free = [s for s in preference(self.owner, range(self.keys.shards)) if not holders[s]]
+            if free:
+                await self.claim(free[: share - len(held)])
+        return set(self.owned)
+
+    async def release(self, shards: Iterable[int] | None = None) -> None:
+        """Give back the leases of ``shards`` (default: every one this projector holds)."""
+        giving = sorted(self.owned if shards is None else self.owned & set(shards))
+        if self.owner is not None and giving:
+            owner = self.owner
+            await self._run([self._script("release", [self.lease_key(s)], [owner]) for s in giving])
+        for s in giving:
+            self._drop(s)
+
+    async def deregister(self) -> None:
+        """Leave the projectors' registry (a clean stop): the others' share grows at once."""
+        if self.owner is not None:
+            await self.client.zrem(self.registry_key, self.owner)
 
     def _lose(self, shard: int) -> None:
         """Forget a shard whose lease went to another projector."""
         self.log.warning("lease_lost", shard=shard)
+        self._drop(shard)
+
+    def _drop(self, shard: int) -> None:
+        """Stop following a shard: its checkpoint and its tables leave memory."""
         self.owned.discard(shard)
         self.positions.pop(shard, None)
         self._forget(t for t in list(self._cache) if self.keys.shard_of(t) == shard)

@@ -81,6 +81,8 @@ async def run_projector(
     finally:
         with contextlib.suppress(Exception):
             await projector.release()
+        with contextlib.suppress(Exception):
+            await projector.deregister()
         log.info("projector_stopped")
         if own_client:
             await redis.aclose()
@@ -88,8 +90,9 @@ async def run_projector(
 
 
 async def _follow(projector: Projector, stop: asyncio.Event, lease_ms: int) -> None:
-    """Claim the free leases every third of ``lease_ms`` and run rounds on the shards held
-    until ``stop`` is set; a round that fails on Redis starts again from what Redis holds."""
+    """Balance the leases every third of ``lease_ms`` (:meth:`Projector.balance`) and run rounds
+    on the shards held until ``stop`` is set; a round that fails on Redis starts again from
+    what Redis holds."""
     interval = lease_ms / 3000
     block_ms = int(min(500, lease_ms / 3))
     next_claim = 0.0
@@ -97,7 +100,7 @@ async def _follow(projector: Projector, stop: asyncio.Event, lease_ms: int) -> N
         try:
             now = time.monotonic()
             if now >= next_claim:
-                await projector.claim()
+                await projector.balance()
                 next_claim = now + interval
             if projector.owned:
                 await projector.step(block_ms=block_ms)

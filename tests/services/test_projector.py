@@ -646,6 +646,35 @@ async def test_leases_partition_shards_and_fence_writes(
         assert await redis_client.get(second.lease_key(s)) is None
 
 
+async def test_projectors_split_the_shards_and_take_over_a_stopped_ones(
+    redis_client: redis.asyncio.Redis, keys: KeySpace, store: RedisEventStore
+) -> None:
+    games = await play_games(store, 4, seed=12)
+    a = Projector(redis_client, keys, owner="a", lease_ms=5_000)
+    b = Projector(redis_client, keys, owner="b", lease_ms=5_000)
+    assert await a.balance() == set(range(SHARDS))  # alone: every shard
+    assert await b.balance() == set()  # its share is half, but no shard is free yet
+    a_held = await a.balance()  # two live projectors: a gives back what is above its share
+    assert len(a_held) == SHARDS // 2
+    b_held = await b.balance()
+    assert b_held == set(range(SHARDS)) - a_held
+    for s in range(SHARDS):
+        assert await redis_client.get(a.lease_key(s)) == (b"a" if s in a_held else b"b")
+    assert await a.balance() == a_held and await b.balance() == b_held  # stable
+    await a.catch_up()
+    await b.catch_up()
+    await assert_views_current(redis_client, keys, store, games)
+
+    # a stops cleanly: b's next balance takes every shard
+    await a.release()
+    await a.deregister()
+    assert a.owned == set()
+    assert await b.balance() == set(range(SHARDS))
+    assert await redis_client.zrange(b.registry_key, 0, -1) == [b"b"]
+    await b.release()
+    await b.deregister()
+
+
 async def test_run_projector_follows_the_feeds_until_stopped(
     redis_url: str, redis_client: redis.asyncio.Redis, keys: KeySpace, store: RedisEventStore
 ) -> None:
