@@ -45,6 +45,7 @@ from engine.bots import Bot, make_bot
 from events import commands as wc
 from events.mapping import to_wire_command
 from services import log as service_log
+from services.collector import settle_long_lived
 from services.feed_follower import (
     FeedFollower,
     between_deals,
@@ -210,6 +211,7 @@ def main() -> None:
     """``python -m services.bots_runner``: run until SIGINT or SIGTERM."""
     settings = load_settings()
     service_log.configure(settings.log_level)
+    settle_long_lived()
     run_until_signal(lambda stop: run_bots(settings, stop))
 
 

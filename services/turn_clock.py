@@ -68,6 +68,7 @@ from engine.state import Match, Phase
 from events import commands as wc
 from events.mapping import to_wire_command
 from services import log as service_log
+from services.collector import settle_long_lived
 from services.feed_follower import (
     FeedFollower,
     between_deals,
@@ -379,6 +380,7 @@ def main() -> None:
     """``python -m services.turn_clock``: run until SIGINT or SIGTERM."""
     settings = load_settings()
     service_log.configure(settings.log_level)
+    settle_long_lived()
     run_until_signal(lambda stop: run_clock(settings, stop))
 
 

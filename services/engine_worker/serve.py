@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 
+from services.collector import settle_long_lived
 from services.engine_worker.worker import EngineWorker
 from services.log import configure
 from services.settings import Settings, load_settings
@@ -25,6 +26,7 @@ def main() -> int:
     """``python -m services.engine_worker``: run until SIGTERM or SIGINT (on uvloop if there)."""
     settings = load_settings()
     configure(settings.log_level)
+    settle_long_lived()
     port = os.environ.get("CONQUIAN_METRICS_PORT")
     if port:
         from prometheus_client import start_http_server

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 from typing import Any
 
+from services.collector import settle_long_lived
 from services.log import configure
 from services.settings import Settings, load_settings
 
@@ -80,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
         overrides["http_port"] = args.port
     settings = load_settings(**overrides)
     configure(settings.log_level)
+    settle_long_lived()
     asyncio.run(serve(settings, with_worker=args.with_worker, with_projector=args.with_projector))
     return 0
 
