@@ -354,9 +354,12 @@ class Hints:
 
     async def start(self) -> None:
         parts = urlsplit(self.url)
-        reader, self.writer = await asyncio.open_connection(
-            parts.hostname or "127.0.0.1", parts.port or 6379
-        )
+        if parts.scheme == "unix":
+            reader, self.writer = await asyncio.open_unix_connection(parts.path)
+        else:
+            reader, self.writer = await asyncio.open_connection(
+                parts.hostname or "127.0.0.1", parts.port or 6379
+            )
         channel = self.channel.encode()
         self.writer.write(b"*2\r\n$9\r\nSUBSCRIBE\r\n$%d\r\n%s\r\n" % (len(channel), channel))
         await self.writer.drain()
