@@ -934,7 +934,7 @@ def main() -> int:
     parser.add_argument("--url", help="use this Redis instead of a private one (keys deleted)")
     parser.add_argument("--appendfsync", default="everysec", choices=["always", "everysec", "no"])
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--projectors", type=int, default=1)
+    parser.add_argument("--projectors", type=int, default=2)
     parser.add_argument("--shards", type=int, default=16)
     parser.add_argument("--batch-size", type=int, default=200)
     parser.add_argument("--deals", type=int, default=1, help="deals per match")
