@@ -29,7 +29,10 @@ def configure(level: str = "INFO", stream: Any = None) -> None:
             structlog.processors.JSONRenderer(sort_keys=False),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=stream or sys.stderr),
+        # one write per line: ``print`` (PrintLogger) writes the line and its newline apart, and
+        # under PYTHONUNBUFFERED (``conquian serve`` sets it for its services, which share one
+        # stderr) another process's line could land between them
+        logger_factory=structlog.WriteLoggerFactory(file=stream or sys.stderr),
         cache_logger_on_first_use=True,
     )
     _configured = True
