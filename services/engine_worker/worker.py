@@ -80,20 +80,21 @@ class EngineWorker:
         self.log = get_logger("engine_worker", worker=self.worker_id)
         self.command_log = get_logger("engine_worker.commands", worker=self.worker_id)
         faststream_log = get_logger("faststream", worker=self.worker_id)
+        graceful = max(2 * settings.lease_ms / 1000, 5.0)  # a stop waits this for a batch
         self.broker = RedisBroker(
             settings.redis_url,
-            graceful_timeout=max(2 * settings.lease_ms / 1000, 5.0),
+            graceful_timeout=graceful,
             logger=faststream_log,
             log_level=logging.DEBUG,
             apply_types=False,  # no injection: FastDepends ran each batch through a thread
         )
         self.app = FastStream(self.broker, logger=faststream_log)
-        self.settle_seconds = max(2 * settings.lease_ms / 1000, 5.0) + 3 * poll_ms / 1000
+        self.settle_seconds = graceful + 3 * poll_ms / 1000
         """How long giving up a shard waits for a read or batch of it in hand."""
         self.reader: ShardStreamsSubscriber = subscribe_shards(
             self.broker,
             self.handle,
-            name=settings.keys.cmd(0).replace("{s00}", "{s*}"),
+            name=f"{settings.keys.ns}:{{s*}}:cmd",  # a label for FastStream's logs
             streams=self.reading,
             group=GROUP,
             consumer=self.worker_id,
