@@ -60,7 +60,7 @@ class ShardStreamsSubscriber(StreamBatchSubscriber):
         self._busy: frozenset[str] = frozenset()
         self._done = asyncio.Event()
         self.reads = 0
-        """XREADGROUP calls made (tests and metrics read it)."""
+        """XREADGROUP calls made (the tests read it)."""
 
     async def start(self) -> None:
         """Start the consume loop (the worker creates the groups and acknowledges entries itself,

@@ -8,15 +8,10 @@ from typing import Any
 
 import redis.asyncio
 from faststream.redis import RedisBroker
+from test_engine_worker import eventually  # the test folder is on sys.path
 
 from services.engine_worker.reader import STREAMS_FIELD, subscribe_shards
 from services.engine_worker.worker import _raw_batch, _raw_entries
-
-
-async def _until(check: Any, timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not check():
-            await asyncio.sleep(0.01)
 
 
 async def test_one_read_spans_the_streams_and_settled_waits_for_the_batch(
@@ -69,7 +64,7 @@ async def test_one_read_spans_the_streams_and_settled_waits_for_the_batch(
         # a stream left out is not read: its new entry stays undelivered
         await redis_client.xadd(streams[1], {"n": "late"})
         other = await redis_client.xadd(streams[0], {"n": "next"})
-        await _until(lambda: len(batches) >= 2)
+        await eventually(lambda: len(batches) >= 2, 5)
         assert batches[1] == [(other, streams[0])]
         (group,) = await redis_client.xinfo_groups(streams[1])
         assert group["last-delivered-id"] == ids[streams[1]][-1]

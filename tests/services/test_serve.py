@@ -43,6 +43,23 @@ def wait_for_line(stream: Any, needle: str, deadline: float) -> str:
     raise AssertionError(f"conquian serve never printed {needle!r}")
 
 
+def start_serve(
+    env: dict[str, str], port: int, *args: str, stderr: int = subprocess.PIPE
+) -> subprocess.Popen[str]:
+    """``conquian serve`` with one worker on ``port``, in a process group of its own (so that a
+    test can send it what Ctrl-C sends); its stdout is piped."""
+    argv = [sys.executable, "-m", "services.cli", "serve", "--port", str(port), "--workers", "1"]
+    return subprocess.Popen(
+        [*argv, *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+        start_new_session=True,
+    )
+
+
 def test_serve_runs_every_service_plays_a_bot_table_and_stops_on_ctrl_c(
     redis_url: str, redis_ns: str
 ) -> None:
@@ -54,16 +71,7 @@ def test_serve_runs_every_service_plays_a_bot_table_and_stops_on_ctrl_c(
         "CONQUIAN_SHARDS": "4",
         "CONQUIAN_LOG_LEVEL": "WARNING",
     }
-    argv = [sys.executable, "-m", "services.cli", "serve", "--port", str(port), "--workers", "1"]
-    serve = subprocess.Popen(
-        argv,
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
-    )
+    serve = start_serve(env, port, stderr=subprocess.DEVNULL)
     try:
         banner = wait_for_line(serve.stdout, "Conquian is running at", time.monotonic() + 120)
         base = f"http://127.0.0.1:{port}"
@@ -103,17 +111,7 @@ def test_ctrl_c_with_the_embedded_redis_stops_the_services_before_the_server(
     traceback from a server that went away under them), and then the private server stops."""
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     env.update({"CONQUIAN_NAMESPACE": "serve-ctrl-c", "CONQUIAN_SHARDS": "2"})
-    argv = [sys.executable, "-m", "services.cli", "serve", "--port", str(free_port())]
-    argv += ["--workers", "1", "--data-dir", str(tmp_path / "redis")]
-    serve = subprocess.Popen(
-        argv,
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    serve = start_serve(env, free_port(), "--data-dir", str(tmp_path / "redis"))
     try:
         wait_for_line(serve.stdout, "Conquian is running at", time.monotonic() + 120)
         time.sleep(2)  # every service past its start-up and following the feeds
