@@ -17,6 +17,7 @@ Every view of a state goes through ``_view`` and every view of an event through
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -69,6 +70,57 @@ def table_views(match: Match) -> tuple[JSON, JSON, JSON]:
     between the three, so treat them as read-only."""
     seat0, seat1, spectator = _views(match, (0, 1, None))
     return seat0, seat1, spectator
+
+
+def seat_parts(match: Match) -> tuple[JSON, JSON]:
+    """Return what seat 0 and seat 1 each see beyond the spectator view: ``seat``, ``hand``
+    (its own cards, None before the first deal) and ``legal_actions`` (only the seat to act
+    has any).
+
+    ``with_seat(spectator_view(match), seat_parts(match)[s])`` equals ``seat_view(match, s)``:
+    a service may store the spectator view once and each seat's part beside it, and put a
+    seat's view together when it is read (``tests/engine/test_views.py`` checks the identity
+    at every state of many random games).
+    """
+    deal = match.deal
+    to_act = match.to_act
+    legal = [format_action(a) for a in legal_actions(match)] if to_act is not None else []
+    return _seat_part(deal, 0, legal if to_act == 0 else []), _seat_part(
+        deal, 1, legal if to_act == 1 else []
+    )
+
+
+def _seat_part(deal: Deal | None, seat: int, legal: list[str]) -> JSON:
+    shown = deal is not None and _hand_shown(deal, seat, seat)
+    hand = _cards(deal.hands[seat]) if deal is not None and shown else None
+    return {"seat": seat, "hand": hand, "legal_actions": legal}
+
+
+def with_seat(view: Mapping[str, object], part: Mapping[str, object]) -> JSON:
+    """Return a seat's view from a spectator-shaped view (a dict with the fields of
+    ``spectator_view``, maybe more) and that seat's part from ``seat_parts``: the part's
+    ``seat`` and ``legal_actions``, and its ``hand`` in the seat's place in ``deal.players``.
+
+    Keys keep their order; ``view`` is not changed.  Raises ValueError for a part of another
+    shape or for a view whose deal lacks the seat.
+    """
+    seat, hand = part.get("seat"), part.get("hand")
+    if seat not in (0, 1) or not isinstance(part.get("legal_actions"), list):
+        raise ValueError(f"not a seat part: {dict(part)!r}")
+    out = dict(view)
+    out["seat"] = seat
+    deal = out.get("deal")
+    if isinstance(deal, dict):
+        players = deal.get("players")
+        if not isinstance(players, list) or len(players) != 2:
+            raise ValueError(f"a deal without two players: {deal!r}")
+        mine = {**players[seat], "hand": hand}
+        deal = {**deal, "players": [mine, players[1]] if seat == 0 else [players[0], mine]}
+        out["deal"] = deal
+    elif hand is not None:
+        raise ValueError(f"seat {seat} holds a hand but the view has no deal")
+    out["legal_actions"] = part["legal_actions"]
+    return out
 
 
 def _check_viewer(seat: int | None) -> None:

@@ -18,7 +18,7 @@ of the right size: the twenty cards in neither hand, in ascending card order.  W
 placeholder before the engine pops it, so the placeholder always holds exactly the cards still
 unseen in the stock (the 40-card count of ``engine.notation`` stays true) and never claims an
 order.  It is not shown anywhere: ``engine.views`` writes the stock as ``stock_count`` only, and
-the views are built by ``engine.views.table_views`` (the seat and spectator views), so secrecy is
+the views are built by ``engine.views`` (``spectator_view`` and ``seat_parts``), so secrecy is
 still decided in one place.  ``tests/services/test_projector.py`` checks, at every version of
 many random bot games, that these views equal the views of the true state folded with the
 seeds (``services.table.fold_table``).
@@ -27,15 +27,15 @@ A ``deal_started`` is applied when both its ``hand_dealt`` events have been fold
 appends the three in one atomic step, so no feed position ever ends between them, and asking
 for views in between raises :class:`FoldError`.
 
-View parts (JSON strings, keys in a fixed order, so equal states give equal bytes):
+View parts (JSON strings, keys in a fixed order, so equal states give equal bytes), stored as
+``services.view_parts`` says:
 
 ``public``     ``table_id``, ``version``, ``status``, ``seats``, ``turn_seconds``, ``to_act``,
                ``updated_at`` (ms, time of the newest event), then the spectator view's fields
                without ``seat`` and ``legal_actions`` (rules, scores, the deal with its tables,
                centre card, counts and phase);
-``seat0/1``    ``table_id``, ``version``, then ``engine.views.seat_view`` (own hand, legal
-               actions when the seat acts);
-``spectator``  ``table_id``, ``version``, then ``engine.views.spectator_view``.
+``seat0/1``    ``table_id``, ``version``, then ``engine.views.seat_parts`` (the seat, its own
+               hand, its legal actions when it acts).
 """
 
 from __future__ import annotations
@@ -48,39 +48,16 @@ from engine import events as ee
 from engine.cards import FULL_MASK, Card, CardMask, iter_cards, parse_card
 from engine.game import evolve
 from engine.state import Match, changed
-from engine.views import table_views
+from engine.views import seat_parts, spectator_view
 from events import domain as wd
 from events.envelope import BODY_KEYS
 from events.mapping import cards_from_wire, to_engine
 from events.upcast import parse_event
-from services import compact_json
+from services.view_parts import PUBLIC, SEAT_PARTS, dump_view
 
-__all__ = [
-    "PUBLIC",
-    "SEAT_PARTS",
-    "SPECTATOR",
-    "VIEW_PARTS",
-    "FoldError",
-    "TableFold",
-    "dump_view",
-]
-
-PUBLIC = "public"
-SPECTATOR = "spectator"
-SEAT_PARTS = ("seat0", "seat1")
-VIEW_PARTS: tuple[str, ...] = (PUBLIC, *SEAT_PARTS, SPECTATOR)
-"""The parts of a table's views, as in ``KeySpace.table_view(table_id, part)``."""
+__all__ = ["FoldError", "TableFold"]
 
 _PUBLIC_SKIP = frozenset({"seat", "legal_actions"})
-
-
-def dump_view(view: Mapping[str, Any]) -> str:
-    """Return the JSON text of a view: compact, keys in the order the view was built.
-
-    ``services.compact_json``: four views a table a round were a fifth of the projector's CPU
-    with the standard library's encoder, about a sixth of that with orjson.
-    """
-    return compact_json.dumps(view)
 
 
 class FoldError(ValueError):
@@ -224,7 +201,6 @@ class TableFold:
         if match is None or self._pending is not None:
             raise FoldError(f"table {self.table_id} at version {self.version} has no views")
         head: dict[str, Any] = {"table_id": self.table_id, "version": self.version}
-        seat0, seat1, spectator = table_views(match)
         public: dict[str, Any] = {
             **head,
             "status": self.status,
@@ -233,13 +209,9 @@ class TableFold:
             "to_act": match.to_act,
             "updated_at": self.updated_at,
         }
-        public.update((k, v) for k, v in spectator.items() if k not in _PUBLIC_SKIP)
-        return {
-            PUBLIC: public,
-            "seat0": {**head, **seat0},
-            "seat1": {**head, **seat1},
-            SPECTATOR: {**head, **spectator},
-        }
+        public.update((k, v) for k, v in spectator_view(match).items() if k not in _PUBLIC_SKIP)
+        seat0, seat1 = seat_parts(match)
+        return {PUBLIC: public, SEAT_PARTS[0]: {**head, **seat0}, SEAT_PARTS[1]: {**head, **seat1}}
 
     def views(self) -> dict[str, str]:
         """Return every view part as JSON text, by part name."""

@@ -26,8 +26,9 @@ from typing import Any
 from services.gateway import metrics
 from services.gateway.feed import DealTracker, Outgoing, advance, seal_all
 from services.gateway.hub import Hub
-from services.gateway.views import Views, part_of, version_of
+from services.gateway.views import Views
 from services.store.base import EventStore
+from services.view_parts import version_of, viewer_of
 
 MAX_QUEUE = 2_000
 CLOSE_TOO_SLOW = 4008
@@ -38,7 +39,7 @@ class Connection:
 
     def __init__(self, seat: int | None) -> None:
         self.seat = seat
-        self.part = part_of(seat)
+        self.part = viewer_of(seat)
         self.queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         self.cursor = 0  # the last event version handed over (sent or not visible)
         self.view_version = -1

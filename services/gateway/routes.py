@@ -30,7 +30,7 @@ from services.gateway.messages import (
     Rejection,
 )
 from services.gateway.state import Gateway, gateway_of
-from services.gateway.views import part_of
+from services.view_parts import viewer_of
 
 router = APIRouter()
 bearer_scheme = HTTPBearer(auto_error=False, description="The seat token a join returned")
@@ -273,7 +273,7 @@ async def seat_view(
     gateway = gateway_of(request)
     checks.check_table_id(table_id)
     seat = await _seat(gateway, table_id, credentials, needed=False)
-    return await _view(gateway, table_id, part_of(seat), min_version)
+    return await _view(gateway, table_id, viewer_of(seat), min_version)
 
 
 @router.get(

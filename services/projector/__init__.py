@@ -1,8 +1,9 @@
 """The projector: follows the shard feeds and keeps every table's views, checkpointed atomically.
 
 For each shard it follows (``<ns>:{sNN}:feed``, one entry per append: table, first and last
-version), the projector keeps per table the four view parts of :mod:`services.views_fold`
-(``public``, ``seat0``, ``seat1``, ``spectator``) under ``KeySpace.table_view(table_id, part)``,
+version), the projector keeps per table the view parts of :mod:`services.views_fold`
+(``public``, ``seat0``, ``seat1``: :mod:`services.view_parts`) under
+``KeySpace.table_view(table_id, part)``,
 each a JSON string with the ``version`` it reflects, and the checkpoint
 ``<ns>:{sNN}:ckpt:projector``: the feed position of the last entry applied.  Views are folded
 from the table streams alone; the projector never reads the deal seeds (see

@@ -16,7 +16,8 @@ from services.projector.records import ShardWrite
 from services.projector.scripts import SCRIPT_SHA, SCRIPTS
 from services.store.keys import KeySpace
 from services.store.redis_store import READ_CHUNK
-from services.views_fold import VIEW_PARTS, TableFold
+from services.view_parts import STORED_PARTS
+from services.views_fold import TableFold
 
 CHECKPOINT = "projector"
 """The projector's name in its checkpoint key ``<ns>:{sNN}:ckpt:projector``."""
@@ -77,9 +78,9 @@ class ProjectorCore:
         return self.keys.shard_key(shard, LEASE)
 
     def view_keys(self, table_id: str) -> list[str]:
-        """The keys of a table's view parts, in the order of ``VIEW_PARTS``."""
+        """The keys of a table's stored view parts, in the order of ``STORED_PARTS``."""
         base = self.keys.table_view(table_id)  # = table_view(table_id, part) without the part
-        return [f"{base}:{part}" for part in VIEW_PARTS]
+        return [f"{base}:{part}" for part in STORED_PARTS]
 
     def cached(self, table_id: str) -> TableFold | None:
         """Return the folded table in the cache, if any."""

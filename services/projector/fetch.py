@@ -10,7 +10,7 @@ from services.projector.core import PipelineCall, ProjectorCore
 from services.projector.records import TableRead
 from services.store.base import StoredEvent, StoreError
 from services.store.redis_store import decode_packed
-from services.views_fold import PUBLIC
+from services.view_parts import PUBLIC
 
 
 def _mget(keys: list[str]) -> PipelineCall:

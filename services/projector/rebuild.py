@@ -13,7 +13,8 @@ from services.projector.metrics import APPLIED
 from services.projector.records import ProjectorBusy, RebuildStats, ShardWrite, TableRead
 from services.projector.scripts import LEASE_LOST, WRITTEN
 from services.store.base import StoredEvent
-from services.views_fold import VIEW_PARTS, FoldError, TableFold
+from services.view_parts import RETIRED_PARTS, STORED_PARTS
+from services.views_fold import FoldError, TableFold
 
 _GLOB = re.compile(r"([*?\[\]\\])")
 
@@ -155,13 +156,14 @@ class ProjectorRebuild(ProjectorLeases, ProjectorFetch):
                 yield t
 
     async def _view_keys(self, shards: set[int]) -> set[str]:
-        """Every key of these shards that is one of a table's projector view parts."""
+        """Every key of these shards that is one of a table's projector view parts (or a part
+        that projectors stored before, which no projector writes now)."""
         ns = _GLOB.sub(r"\\\1", self.keys.ns)
         pattern = f"{ns}:{{s*}}:view:*"
         found: set[str] = set()
         async for raw in self.client.scan_iter(match=pattern, count=1000):
             key = as_text(raw)
-            for part in VIEW_PARTS:
+            for part in (*STORED_PARTS, *RETIRED_PARTS):
                 if not key.endswith(":" + part):
                     continue
                 _, sep, rest = key.partition("}:view:")

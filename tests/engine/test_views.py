@@ -21,11 +21,13 @@ from engine.state import Match, Phase
 from engine.views import (
     DealtView,
     format_visible_event,
+    seat_parts,
     seat_view,
     spectator_view,
     table_views,
     transcript,
     visible_event,
+    with_seat,
 )
 
 CARD_TOKEN = re.compile(r"(?<![A-Za-z0-9])((?:[A2-7JQK][CDHS])+)(?![A-Za-z0-9])")
@@ -159,6 +161,43 @@ def test_the_three_views_built_together_equal_each_built_alone(seed: int) -> Non
         assert json.dumps(together) == json.dumps(alone)
         for viewer, view in zip(VIEWERS, together, strict=True):
             assert not cards_named(json.dumps(view)) & hidden_from(match, viewer)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_seat_view_is_the_spectator_view_with_the_seats_part(seed: int) -> None:
+    for match, _ in random_game(seed):
+        spectator = spectator_view(match)
+        parts = seat_parts(match)
+        for seat in (0, 1):
+            assert json.dumps(with_seat(spectator, parts[seat])) == json.dumps(
+                seat_view(match, seat)
+            )
+            named = cards_named(json.dumps(parts[seat]))
+            assert not named & hidden_from(match, seat), cards_of(named & hidden_from(match, seat))
+        assert json.dumps(spectator) == json.dumps(spectator_view(match)), "left unchanged"
+
+
+def test_a_seat_part_holds_its_hand_and_its_legal_actions_only() -> None:
+    match = parse_position("offered 0 | t0 2S3S4S | h0 5S KC KD KH | h1 AC 2C | c 6S | s 7D QD")
+    mine, theirs = seat_parts(match)
+    assert set(mine) == {"seat", "hand", "legal_actions"}
+    assert mine["hand"] == ["5S", "KC", "KD", "KH"] and mine["legal_actions"]
+    assert theirs == {"seat": 1, "hand": ["AC", "2C"], "legal_actions": []}
+    assert seat_parts(Match()) == (
+        {"seat": 0, "hand": None, "legal_actions": []},
+        {"seat": 1, "hand": None, "legal_actions": []},
+    )
+
+
+def test_with_seat_refuses_what_is_not_a_seat_part() -> None:
+    match = parse_position("offered 0 | h0 5S | h1 AC | c 6S | s 7D")
+    spectator = spectator_view(match)
+    with pytest.raises(ValueError, match="not a seat part"):
+        with_seat(spectator, {"seat": 2, "hand": None, "legal_actions": []})
+    with pytest.raises(ValueError, match="not a seat part"):
+        with_seat(spectator, {"seat": 0, "hand": None})
+    with pytest.raises(ValueError, match="no deal"):
+        with_seat(spectator_view(Match()), {"seat": 0, "hand": ["5S"], "legal_actions": []})
 
 
 def test_the_seat_to_act_sees_exactly_its_legal_actions() -> None:

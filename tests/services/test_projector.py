@@ -10,15 +10,18 @@ ends) or of the stock, a spectator's or the public view names no hand card and n
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import random
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 import redis.asyncio
+import structlog
 from prometheus_client import REGISTRY
 
 from engine.bots import make_bot
@@ -36,7 +39,8 @@ from services.settings import load_settings
 from services.store import EventStore, KeySpace, MemoryEventStore, RedisEventStore
 from services.table import Table, fold_table
 from services.table_service import Outcome, TableService
-from services.views_fold import VIEW_PARTS, FoldError, TableFold, dump_view
+from services.view_parts import STORED_PARTS, assemble, dump_view
+from services.views_fold import FoldError, TableFold
 
 CARD = re.compile(r"[A2-7JQK][CDHS]")
 FIXTURE = Path(__file__).parents[1] / "events" / "fixtures" / "table_v1.jsonl"
@@ -143,22 +147,27 @@ def plain(value: object) -> Any:
     return json.loads(json.dumps(value))
 
 
-def engine_parts(view: str) -> dict[str, Any]:
-    """A stored seat or spectator view without the projector's own fields."""
-    data = json.loads(view)
+def engine_parts(view: dict[str, Any] | None) -> dict[str, Any]:
+    """A seat or spectator view without the projector's own fields."""
+    assert view is not None
+    data = dict(view)
     data.pop("table_id")
     data.pop("version")
-    return data  # type: ignore[no-any-return]
+    return data
 
 
 def assert_views_equal_engine(views: dict[str, str], match: Match, table_id: str) -> None:
-    """The seat and spectator views are the engine's views of the true state; the public view
-    is the spectator view plus the table's own fields."""
-    for seat in (0, 1):
-        assert engine_parts(views[f"seat{seat}"]) == plain(seat_view(match, seat)), seat
-    spectator = plain(spectator_view(match))
-    assert engine_parts(views["spectator"]) == spectator
+    """The seat and spectator views put together from the stored parts are the engine's views
+    of the true state; the public view is the spectator view plus the table's own fields."""
+    assert set(views) == set(STORED_PARTS)
     public = json.loads(views["public"])
+    for seat in (0, 1):
+        part = json.loads(views[f"seat{seat}"])
+        assert set(part) == {"table_id", "version", "seat", "hand", "legal_actions"}, seat
+        got = assemble(f"seat{seat}", public, part)
+        assert engine_parts(got) == plain(seat_view(match, seat)), seat
+    spectator = plain(spectator_view(match))
+    assert engine_parts(assemble("spectator", public)) == spectator
     assert public["table_id"] == table_id
     for key, value in spectator.items():
         if key not in ("seat", "legal_actions"):
@@ -236,7 +245,7 @@ async def test_feed_positions_never_end_inside_a_deal_start() -> None:
             fold = TableFold(entry.table_id)
             for e in await store.read(entry.table_id, 1, entry.last_version):
                 fold.apply_body(e.version, e.body)
-            assert set(fold.views()) == set(VIEW_PARTS)
+            assert set(fold.views()) == set(STORED_PARTS)
 
 
 def fixture_log() -> list[dict[str, Any]]:
@@ -320,11 +329,11 @@ def store(redis_client: redis.asyncio.Redis, keys: KeySpace) -> RedisEventStore:
 async def read_views(
     client: redis.asyncio.Redis, keys: KeySpace, table_id: str
 ) -> dict[str, str] | None:
-    raw = await client.mget([keys.table_view(table_id, p) for p in VIEW_PARTS])
+    raw = await client.mget([keys.table_view(table_id, p) for p in STORED_PARTS])
     if any(v is None for v in raw):
         assert all(v is None for v in raw), "a table's view parts are written together"
         return None
-    return {p: v.decode("utf-8") for p, v in zip(VIEW_PARTS, raw, strict=True)}
+    return {p: v.decode("utf-8") for p, v in zip(STORED_PARTS, raw, strict=True)}
 
 
 async def all_view_values(client: redis.asyncio.Redis, ns: str) -> dict[str, bytes]:
@@ -391,8 +400,12 @@ async def test_catch_up_writes_every_view_part_and_the_checkpoint(
     seat = public["to_act"]
     assert json.loads(views[f"seat{seat}"])["legal_actions"]
     assert json.loads(views[f"seat{1 - seat}"])["legal_actions"] == []
-    own = json.loads(views["seat0"])["deal"]["players"]
-    assert own[0]["hand"] is not None and own[1]["hand"] is None
+    mine = json.loads(views["seat0"])
+    assert mine["hand"] is not None and "deal" not in mine, "a seat part holds its own hand"
+    own = assemble("seat0", public, mine)
+    assert own is not None
+    own = own["deal"]["players"]
+    assert own[0]["hand"] == mine["hand"] and own[1]["hand"] is None
     assert half.table is not None and half.table.match is not None
     assert half.table.match.deal is not None
     assert own[1]["hand_count"] == half.table.match.deal.hands[1].bit_count()
@@ -525,16 +538,18 @@ async def test_rebuild_gives_the_same_views_byte_for_byte(
     await half.play(10)
     await Projector(redis_client, keys, batch_size=3).catch_up()
     incremental = await all_view_values(redis_client, keys.ns)
-    assert len(incremental) == 4 * (len(games) + 1)
+    assert len(incremental) == len(STORED_PARTS) * (len(games) + 1)
 
     orphan = keys.table_view("tbl-gone", "public")
+    retired = keys.table_view("tbl-1", "spectator")  # what projectors stored before the split
     lobby = keys.view(0, "lobby")
     await redis_client.set(orphan, b'{"version":1}')
+    await redis_client.set(retired, b'{"version":1}')
     await redis_client.set(lobby, b"not the projector's")
     await redis_client.set(keys.table_view("tbl-0", "seat0"), b'{"version":999}')
 
     rebuilt = await Projector(redis_client, keys).rebuild()
-    assert rebuilt.tables == len(games) + 1 and rebuilt.deleted == 1 and rebuilt.failed == 0
+    assert rebuilt.tables == len(games) + 1 and rebuilt.deleted == 2 and rebuilt.failed == 0
     after = await all_view_values(redis_client, keys.ns)
     assert after.pop(lobby.encode()) == b"not the projector's"
     assert after == incremental
@@ -758,11 +773,16 @@ def _cli_views(redis_sync: redis.Redis, ns: str) -> dict[bytes, bytes]:
 
 
 @pytest.fixture
-def quiet_logs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keep the CLI from pointing structlog at capsys's stream, which closes after the test."""
+def quiet_logs(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Keep the CLI's logs out of the output it prints, and keep it from pointing structlog at
+    capsys's stream, which closes after the test (whatever earlier tests configured)."""
     import services.log
 
+    saved = structlog.get_config()
+    structlog.configure(logger_factory=structlog.WriteLoggerFactory(file=io.StringIO()))
     monkeypatch.setattr(services.log, "configure", lambda *args, **kwargs: None)
+    yield
+    structlog.configure(**saved)
 
 
 @pytest.mark.usefixtures("quiet_logs")
@@ -775,7 +795,7 @@ def test_cli_project_once_then_rebuild(
     out = capsys.readouterr().out
     assert out.startswith("applied ") and "0 tables written" not in out
     once = _cli_views(redis_sync, redis_ns)
-    assert len(once) == 12
+    assert len(once) == 3 * len(STORED_PARTS)
 
     assert cli_main(["project", "--rebuild", *common]) == 0
     assert capsys.readouterr().out.startswith("rebuilt 3 tables from ")
@@ -814,5 +834,5 @@ def test_view_keys_are_the_key_spaces_table_view_keys() -> None:
     keys = KeySpace("vk", shards=16)
     projector = Projector(redis.asyncio.Redis(), keys)
     for table_id in ("T-1", "table.x:y_z", "x" * 128):
-        expected = [keys.table_view(table_id, part) for part in VIEW_PARTS]
+        expected = [keys.table_view(table_id, part) for part in STORED_PARTS]
         assert projector.view_keys(table_id) == expected
