@@ -64,14 +64,6 @@ def spectator_view(match: Match) -> JSON:
     return _views(match, (None,))[0]
 
 
-def table_views(match: Match) -> tuple[JSON, JSON, JSON]:
-    """Return the views of seat 0, seat 1 and a spectator, equal to ``seat_view`` and
-    ``spectator_view``, built together: the parts no viewer changes are built once and shared
-    between the three, so treat them as read-only."""
-    seat0, seat1, spectator = _views(match, (0, 1, None))
-    return seat0, seat1, spectator
-
-
 def seat_parts(match: Match) -> tuple[JSON, JSON]:
     """Return what seat 0 and seat 1 each see beyond the spectator view: ``seat``, ``hand``
     (its own cards, None before the first deal) and ``legal_actions`` (only the seat to act

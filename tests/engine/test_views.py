@@ -24,7 +24,6 @@ from engine.views import (
     seat_parts,
     seat_view,
     spectator_view,
-    table_views,
     transcript,
     visible_event,
     with_seat,
@@ -151,16 +150,6 @@ def test_views_are_json_with_counts_for_what_is_face_down() -> None:
     assert spectator["legal_actions"] == [] and spectator["seat"] is None
     assert not cards_named(json.dumps(spectator)) & hidden_from(match, None)
     assert cards_named(json.dumps(spectator)) == cards_named("2S3S4S 6S")
-
-
-@pytest.mark.parametrize("seed", range(20))
-def test_the_three_views_built_together_equal_each_built_alone(seed: int) -> None:
-    for match, _ in random_game(seed):
-        together = table_views(match)
-        alone = (seat_view(match, 0), seat_view(match, 1), spectator_view(match))
-        assert json.dumps(together) == json.dumps(alone)
-        for viewer, view in zip(VIEWERS, together, strict=True):
-            assert not cards_named(json.dumps(view)) & hidden_from(match, viewer)
 
 
 @pytest.mark.parametrize("seed", range(20))
