@@ -69,7 +69,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -77,6 +76,7 @@ sys.path.insert(0, str(ROOT))
 import redis.asyncio  # noqa: E402
 from redis.utils import HIREDIS_AVAILABLE  # noqa: E402
 
+from bench.raw_redis import RawSender, encode_command, open_connection, resp_array  # noqa: E402
 from engine.bots import make_bot  # noqa: E402
 from events import commands as wc  # noqa: E402
 from events.mapping import to_wire_command  # noqa: E402
@@ -353,15 +353,9 @@ class Hints:
         self.writer: asyncio.StreamWriter | None = None
 
     async def start(self) -> None:
-        parts = urlsplit(self.url)
-        if parts.scheme == "unix":
-            reader, self.writer = await asyncio.open_unix_connection(parts.path)
-        else:
-            reader, self.writer = await asyncio.open_connection(
-                parts.hostname or "127.0.0.1", parts.port or 6379
-            )
+        reader, self.writer = await open_connection(self.url)
         channel = self.channel.encode()
-        self.writer.write(b"*2\r\n$9\r\nSUBSCRIBE\r\n$%d\r\n%s\r\n" % (len(channel), channel))
+        self.writer.write(encode_command("SUBSCRIBE", channel))
         await self.writer.drain()
         self.task = asyncio.create_task(self._listen(reader))
 
@@ -380,7 +374,7 @@ class Hints:
             buf += chunk
             pos = 0
             while True:  # one complete push at a time; keep a partial one for the next read
-                items = _resp_array(buf, pos)
+                items = resp_array(buf, pos)
                 if items is None:
                     break
                 values, pos = items
@@ -420,36 +414,6 @@ class Hints:
                 await self.writer.wait_closed()
 
 
-def _resp_array(buf: bytes, pos: int) -> tuple[list[bytes | int], int] | None:
-    """One RESP2 array of bulk strings and integers at ``pos``, and the position after it; None
-    when it is not complete yet."""
-    end = buf.find(b"\r\n", pos)
-    if end < 0:
-        return None
-    if buf[pos : pos + 1] != b"*":
-        raise ValueError(f"unexpected reply {buf[pos : pos + 40]!r}")
-    count = int(buf[pos + 1 : end])
-    pos = end + 2
-    values: list[bytes | int] = []
-    for _ in range(count):
-        end = buf.find(b"\r\n", pos)
-        if end < 0:
-            return None
-        kind, text = buf[pos : pos + 1], buf[pos + 1 : end]
-        if kind == b":":
-            values.append(int(text))
-            pos = end + 2
-        elif kind == b"$":
-            size = int(text)
-            if len(buf) < end + 2 + size + 2:
-                return None
-            values.append(buf[end + 2 : end + 2 + size])
-            pos = end + 2 + size + 2
-        else:
-            raise ValueError(f"unexpected reply {buf[pos : pos + 40]!r}")
-    return values, pos
-
-
 def percentile(values: Sequence[float], q: float) -> float | None:
     if not values:
         return None
@@ -462,8 +426,15 @@ def ms(value: float | None) -> float | None:
 
 
 class Driver:
-    def __init__(self, client: redis.asyncio.Redis, keys: KeySpace, hints: Hints) -> None:
+    """Sends the games' commands (XADD of fields ``c``, ``s``, ``r``) through a
+    :class:`RawSender`, each encoded before its phase's clock starts; checks the results with
+    ``client``."""
+
+    def __init__(
+        self, client: redis.asyncio.Redis, sender: RawSender, keys: KeySpace, hints: Hints
+    ) -> None:
         self.client = client
+        self.sender = sender
         self.keys = keys
         self.hints = hints
         self.streams: dict[str, str] = {}
@@ -474,19 +445,27 @@ class Driver:
             stream = self.streams[table_id] = self.keys.cmd(self.keys.shard_of(table_id))
         return stream
 
+    def requests(self, order: Order) -> list[bytes]:
+        """The XADD request of every command of ``order``, in order."""
+        out = []
+        for game, k in order:
+            fields = game.commands[k][0]
+            flat = [x for item in fields.items() for x in item]
+            out.append(encode_command("XADD", self.stream(game.table_id), "*", *flat))
+        return out
+
     async def flood(self, order: Order, timeout: float) -> dict[str, Any]:
         """Every command at once; the time until every view has the version of its table's
         last command."""
         goals: dict[str, int] = {}
         for game, k in order:
             goals[game.table_id] = max(goals.get(game.table_id, 0), game.commands[k][1])
+        requests = self.requests(order)
         self.hints.expect(goals)
         started = time.perf_counter()
-        for i in range(0, len(order), PIPELINE):
-            async with self.client.pipeline(transaction=False) as pipe:
-                for game, k in order[i : i + PIPELINE]:
-                    pipe.xadd(self.stream(game.table_id), game.commands[k][0])
-                await pipe.execute()
+        for i in range(0, len(requests), PIPELINE):
+            await self.sender.send(requests[i : i + PIPELINE])
+        await self.sender.settle(timeout)
         sent = time.perf_counter() - started
         finished = await self._wait(timeout)
         elapsed = time.perf_counter() - started
@@ -507,27 +486,25 @@ class Driver:
         hints.latencies.clear()
         last: dict[str, int] = {}
         sent = 0
-        started = time.perf_counter()
         limit = min(len(order), int(rate * seconds))
+        requests = self.requests(order[:limit])
+        started = time.perf_counter()
         while sent < limit:
             now = time.perf_counter()
             if now - started > seconds * 3 + 5:  # the sender itself cannot keep up: stop
                 break
             due = min(limit, int((now - started) * rate) + 1)
             if due > sent:
-                async with self.client.pipeline(transaction=False) as pipe:
-                    batch = order[sent:due]
-                    for game, k in batch:
-                        pipe.xadd(self.stream(game.table_id), game.commands[k][0])
-                    t = time.perf_counter()
-                    for game, k in batch:
-                        version = game.commands[k][1]
-                        hints.waiting.setdefault(game.table_id, deque()).append((version, t))
-                        last[game.table_id] = version
-                    await pipe.execute()
+                t = time.perf_counter()
+                for game, k in order[sent:due]:
+                    version = game.commands[k][1]
+                    hints.waiting.setdefault(game.table_id, deque()).append((version, t))
+                    last[game.table_id] = version
+                await self.sender.send(requests[sent:due])
                 sent = due
             next_at = started + sent / rate
             await asyncio.sleep(max(TICK, next_at - time.perf_counter()))
+        await self.sender.settle(timeout)
         send_seconds = time.perf_counter() - started
         hints.expect(last)
         finished = await self._wait(timeout)
@@ -791,6 +768,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     services: Services | None = None
     client: redis.asyncio.Redis | None = None
     hints: Hints | None = None
+    sender: RawSender | None = None
     try:
         url = args.url or server.start().url
         client = connect(url)
@@ -818,7 +796,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
         hints = Hints(url, f"{ns}:views")
         await hints.start()
-        driver = Driver(client, keys, hints)
+        sender = RawSender()
+        await sender.start(url)
+        driver = Driver(client, sender, keys, hints)
 
         report: dict[str, Any] = {}
         warm = await driver.flood(interleave(games["warmup"]), args.timeout)
@@ -893,6 +873,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         if hints is not None:
             with contextlib.suppress(Exception):
                 await hints.stop()
+        if sender is not None:
+            with contextlib.suppress(Exception):
+                await sender.stop()
         if services is not None:
             services.stop()
         if client is not None:
