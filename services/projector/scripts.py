@@ -12,6 +12,9 @@ WRITE_LUA = """#!lua
 -- ('' keeps it), ARGV[3] lease owner ('' no lease check), ARGV[4] hint channel, ARGV[5] number
 -- of hints, then one value per view key, then the hints.
 -- Returns {0, ''} written, {1, holder} lease not ours, {2, checkpoint} checkpoint moved.
+-- Views and checkpoints are derived data: they go to replicas but not into the AOF (after a
+-- restart both are as of the last AOF rewrite, and the projector folds the feed from there).
+redis.set_repl(redis.REPL_REPLICA)
 if ARGV[3] ~= '' then
   local holder = redis.call('GET', KEYS[2])
   if holder ~= ARGV[3] then return {1, holder or ''} end
