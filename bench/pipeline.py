@@ -9,7 +9,9 @@ with ``--appendfsync``, as ``deploy/redis/redis.conf`` sets it), ``--workers`` e
 (``python -m services.engine_worker``) and ``--projectors`` projectors (``python -m
 services.projector``) as subprocesses, with ``REDIS_URL``, ``CONQUIAN_NAMESPACE``,
 ``CONQUIAN_SHARDS`` and ``CONQUIAN_INSECURE_DEAL_KEY`` set.  This process is the driver: it
-XADDs the commands (fields ``c``, ``s``, ``r`` as in docs/services.md) and listens to the view
+XADDs the commands (fields ``c``, ``s``, ``r`` as in docs/services.md; encoded before each phase's
+clock starts and written on a bare socket, ``bench/raw_redis.py``, so that the load generator
+takes as little as it can of the two cores it shares with the services) and listens to the view
 hints ``<table_id> <version>`` on ``<ns>:views``.
 
 The games are computed beforehand: a ``TableService`` on a ``MemoryEventStore`` with the same
@@ -381,19 +383,20 @@ class Hints:
                 if len(values) != 3 or values[0] != b"message":
                     continue
                 self.messages += 1
-                table_id, _, text = values[2].decode().partition(" ")
-                version = int(text)
-                if version > versions.get(table_id, 0):
-                    versions[table_id] = version
-                queue = waiting.get(table_id)
-                while queue and queue[0][0] <= version:
-                    latencies.append(t - queue.popleft()[1])
                 goal = self.goal
-                target = goal.get(table_id)
-                if target is not None and version >= target:
-                    del goal[table_id]
-                    if not goal:
-                        self.done.set()
+                for line in values[2].decode().split("\n"):  # one hint a line
+                    table_id, _, text = line.partition(" ")
+                    version = int(text)
+                    if version > versions.get(table_id, 0):
+                        versions[table_id] = version
+                    queue = waiting.get(table_id)
+                    while queue and queue[0][0] <= version:
+                        latencies.append(t - queue.popleft()[1])
+                    target = goal.get(table_id)
+                    if target is not None and version >= target:
+                        del goal[table_id]
+                        if not goal:
+                            self.done.set()
             buf = buf[pos:]
 
     def expect(self, goals: dict[str, int]) -> None:

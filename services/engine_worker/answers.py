@@ -146,7 +146,8 @@ def _log_outcome(log: Any, entry: _Entry, outcome: Outcome) -> None:
 async def acknowledge(
     worker: EngineWorker, acks: Mapping[str, Sequence[bytes]], hints: Sequence[str]
 ) -> None:
-    """XACK the answered entries of each stream, then publish their hints: one round trip."""
+    """XACK the answered entries of each stream, then publish their hints (one message, a JSON
+    object a line): one round trip."""
     streams = {stream: ids for stream, ids in acks.items() if ids}
     if not streams and not hints:
         return
@@ -154,6 +155,6 @@ async def acknowledge(
     async with worker.client.pipeline(transaction=False) as pipe:
         for stream, ids in streams.items():
             pipe.xack(stream, GROUP, *ids)
-        for hint in hints:
-            pipe.publish(channel, hint)
+        if hints:
+            pipe.publish(channel, "\n".join(hints))
         await pipe.execute()

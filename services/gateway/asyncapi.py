@@ -67,13 +67,15 @@ def document() -> dict[str, Any]:
             "resultHint",
             "Result hint",
             "A command's result, after the engine worker appended it; the store's record "
-            "(cmdids) is authoritative.",
+            "(cmdids) is authoritative. One message carries a batch's hints, one JSON object a "
+            "line.",
             s.ref("ResultHint", TypeAdapter(m.ResultHint)),
         ),
         "ViewHint": _message(
             "viewHint",
             "View hint",
-            "'<table_id> <version>': the projector wrote the table's views at that version.",
+            "'<table_id> <version>' lines: the projector wrote each table's views at that "
+            "version (one message a shard write).",
             s.ref("ViewHint", TypeAdapter(m.ViewHint)),
         ),
         "Hello": _message(

@@ -2,7 +2,8 @@
 
 The engine worker publishes ``{"table_id", "command_id", "result"}`` on ``<ns>:results`` after
 each batch, the projector ``<table_id> <version>`` on ``<ns>:views`` after each view write
-(``docs/services.md``).  The hub subscribes to both on one connection and
+(``docs/services.md``), one message a batch with one hint a line.  The hub subscribes to both
+on one connection and
 
 * wakes the HTTP request (or WebSocket command) waiting for that command's result;
 * tells every watcher of the table (live WebSocket rooms, requests waiting for a view) that the
@@ -97,11 +98,13 @@ class Hub:
         name = channel.decode() if isinstance(channel, bytes) else channel
         text = data.decode() if isinstance(data, bytes) else data
         if name == self.results_channel:
-            metrics.HINTS.labels("results").inc()
-            self._on_result(text)
+            for line in text.split("\n"):
+                metrics.HINTS.labels("results").inc()
+                self._on_result(line)
         elif name == self.views_channel:
-            metrics.HINTS.labels("views").inc()
-            self._on_view(text)
+            for line in text.split("\n"):
+                metrics.HINTS.labels("views").inc()
+                self._on_view(line)
 
     def _on_result(self, text: str) -> None:
         try:

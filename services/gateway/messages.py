@@ -174,7 +174,8 @@ class CommandEntry(BaseModel):
 
 
 class ResultHint(BaseModel):
-    """Published on ``<ns>:results`` by the engine worker after each batch."""
+    """Published on ``<ns>:results`` by the engine worker after each batch: one message a batch,
+    its hints as JSON objects one a line."""
 
     table_id: TableId
     command_id: str
@@ -184,7 +185,8 @@ class ResultHint(BaseModel):
 ViewHint = Annotated[
     str,
     Field(
-        pattern=r"^[A-Za-z0-9_-]{1,64} [0-9]+$",
-        description="Published on <ns>:views by the projector: '<table_id> <version>'",
+        pattern=r"^[A-Za-z0-9_-]{1,64} [0-9]+(\n[A-Za-z0-9_-]{1,64} [0-9]+)*$",
+        description="Published on <ns>:views by the projector after each shard write: "
+        "'<table_id> <version>', one line a table",
     ),
 ]

@@ -130,5 +130,6 @@ class ProjectorCore:
 
     def _write_call(self, w: ShardWrite) -> PipelineCall:
         keys = [self.checkpoint_key(w.shard), self.lease_key(w.shard), *w.views]
-        args: list[Any] = [w.expected, w.position, self.owner or "", self.channel, len(w.hints)]
-        return self._script("write", keys, [*args, *w.views.values(), *w.hints])
+        hints = "\n".join(w.hints)  # one message per shard write (docs/services.md)
+        args: list[Any] = [w.expected, w.position, self.owner or "", self.channel, hints]
+        return self._script("write", keys, [*args, *w.views.values()])

@@ -9,8 +9,8 @@ from services.store.redis_store import READ_LUA
 WRITE_LUA = """#!lua
 -- One shard's views and checkpoint, all or nothing.  KEYS[1] checkpoint, KEYS[2] lease, then
 -- the view keys.  ARGV[1] the checkpoint the batch started from ('' none), ARGV[2] the new one
--- ('' keeps it), ARGV[3] lease owner ('' no lease check), ARGV[4] hint channel, ARGV[5] number
--- of hints, then one value per view key, then the hints.
+-- ('' keeps it), ARGV[3] lease owner ('' no lease check), ARGV[4] hint channel, ARGV[5] the
+-- hints, one line per table ('' publishes nothing), then one value per view key.
 -- Returns {0, ''} written, {1, holder} lease not ours, {2, checkpoint} checkpoint moved.
 -- Views and checkpoints are derived data: they go to replicas but not into the AOF (after a
 -- restart both are as of the last AOF rewrite, and the projector folds the feed from there).
@@ -24,7 +24,7 @@ if current ~= ARGV[1] then return {2, current} end
 local n = #KEYS - 2
 for i = 1, n do redis.call('SET', KEYS[i + 2], ARGV[5 + i]) end
 if ARGV[2] ~= '' then redis.call('SET', KEYS[1], ARGV[2]) end
-for j = 1, tonumber(ARGV[5]) do redis.call('PUBLISH', ARGV[4], ARGV[5 + n + j]) end
+if ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[4], ARGV[5]) end
 return {0, ''}
 """
 

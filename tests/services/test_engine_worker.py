@@ -180,9 +180,10 @@ class Hints:
 
     async def _read(self) -> None:
         async for message in self.pubsub.listen():
-            if message["type"] == "message":
-                hint = json.loads(message["data"])
-                self.seen.setdefault(hint["command_id"], hint)
+            if message["type"] == "message":  # one message a batch, a hint a line
+                for line in message["data"].split(b"\n"):
+                    hint = json.loads(line)
+                    self.seen.setdefault(hint["command_id"], hint)
 
     async def __aexit__(self, *exc: object) -> None:
         assert self.task is not None

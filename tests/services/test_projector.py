@@ -479,7 +479,7 @@ async def _collect_hints(client: redis.asyncio.Redis, ns: str) -> Any:
         while (
             m := await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.2)
         ) is not None:
-            out.append(m["data"].decode())
+            out += m["data"].decode().split("\n")  # one message a shard write, a hint a line
         await pubsub.aclose()
         return out
 
