@@ -78,7 +78,13 @@ sys.path.insert(0, str(ROOT))
 import redis.asyncio  # noqa: E402
 from redis.utils import HIREDIS_AVAILABLE  # noqa: E402
 
-from bench.raw_redis import RawSender, encode_command, open_connection, resp_array  # noqa: E402
+from bench.raw_redis import (  # noqa: E402
+    RawSender,
+    close_connection,
+    encode_command,
+    open_connection,
+    resp_array,
+)
 from engine.bots import make_bot  # noqa: E402
 from events import commands as wc  # noqa: E402
 from events.mapping import to_wire_command  # noqa: E402
@@ -407,14 +413,7 @@ class Hints:
             self.done.set()
 
     async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
-        if self.writer is not None:
-            self.writer.close()
-            with contextlib.suppress(Exception):
-                await self.writer.wait_closed()
+        await close_connection(self.task, self.writer)
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

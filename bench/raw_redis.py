@@ -35,6 +35,20 @@ async def open_connection(url: str) -> tuple[asyncio.StreamReader, asyncio.Strea
     return reader, writer
 
 
+async def close_connection(
+    reader_task: asyncio.Task[None] | None, writer: asyncio.StreamWriter | None
+) -> None:
+    """Stop a connection's reading task, then close the connection."""
+    if reader_task is not None:
+        reader_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader_task
+    if writer is not None:
+        writer.close()
+        with contextlib.suppress(Exception):
+            await writer.wait_closed()
+
+
 def encode_command(*args: str | bytes) -> bytes:
     """The RESP2 request of one command.
 
@@ -171,11 +185,4 @@ class RawSender:
             self._moved.set()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        if self._writer is not None:
-            self._writer.close()
-            with contextlib.suppress(Exception):
-                await self._writer.wait_closed()
+        await close_connection(self._task, self._writer)
