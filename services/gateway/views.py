@@ -20,7 +20,7 @@ from redis.asyncio import Redis
 
 from services.gateway.hub import Hub
 from services.store.keys import KeySpace
-from services.view_parts import assemble, parts_for, version_of
+from services.view_parts import PUBLIC, assemble, parts_for, version_of
 
 __all__ = ["Views"]
 
@@ -51,7 +51,7 @@ class Views:
         stored = {p: _parse(raw) for p, raw in zip(parts, raws, strict=True)}
         out: dict[str, dict[str, Any]] = {}
         for viewer in viewers:
-            view = assemble(viewer, stored.get("public"), stored.get(viewer))
+            view = assemble(viewer, stored.get(PUBLIC), stored.get(viewer))
             if view is not None:
                 out[viewer] = view
         return out
