@@ -42,7 +42,7 @@ from events import commands as wc
 from events.base import ContractError
 from events.mapping import rejection
 from services import compact_json
-from services.store.base import AppendRequest, AppendResult, VersionConflict
+from services.store.base import AppendRequest, AppendResult, Settle, VersionConflict
 from services.table import Table
 from services.table_service import (
     Decision,
@@ -79,8 +79,16 @@ class _Plan:
     result: dict[str, Any]
 
 
-def _plan(service: TableService, index: int, table: Table, item: BatchItem, now: int) -> _Plan:
-    """Decide one command on ``table``: the append of its events, or of its rejection."""
+def _plan(
+    service: TableService,
+    index: int,
+    table: Table,
+    item: BatchItem,
+    now: int,
+    settle: Settle | None = None,
+) -> _Plan:
+    """Decide one command on ``table``: the append of its events, or of its rejection (with
+    ``settle`` carried out in the same step when the store can)."""
     command, seat = item
     try:
         decision = service.decide(table, command, seat)
@@ -94,6 +102,7 @@ def _plan(service: TableService, index: int, table: Table, item: BatchItem, now:
             command.command_id,
             (),
             compact_json.dumps(result),
+            settle=settle,
         )
         return _Plan(index, table, command, seat, request, None, result)
     result = {"ok": True, **decision.result}
@@ -106,6 +115,7 @@ def _plan(service: TableService, index: int, table: Table, item: BatchItem, now:
         compact_json.dumps(result),
         decision.secrets or None,
         _status(table, decision.events),
+        settle,
     )
     return _Plan(index, table, command, seat, request, decision, result)
 
@@ -115,11 +125,19 @@ def _finish(service: TableService, plan: _Plan, appended: AppendResult) -> Outco
     if appended.duplicate:
         return _replayed(appended)
     if plan.decision is None:
-        return Outcome(False, plan.result, table=plan.table)
+        return Outcome(False, plan.result, table=plan.table, settled=appended.settled)
     decision = plan.decision
     new = plan.table.after(decision.events, decision.match, decision.secrets, appended)
     service._remember(new)
-    return Outcome(True, plan.result, False, appended.first_version, appended.last_version, new)
+    return Outcome(
+        True,
+        plan.result,
+        False,
+        appended.first_version,
+        appended.last_version,
+        new,
+        appended.settled,
+    )
 
 
 LOAD_CONCURRENCY = 4
@@ -146,6 +164,7 @@ async def execute_many(
     *,
     proceed: Callable[[str], bool] = lambda table_id: True,
     on_append: Callable[[float], None] | None = None,
+    settles: Sequence[Settle | None] | None = None,
 ) -> list[BatchResult]:
     """Execute ``items`` (see the module docstring); commands of a table run in input order.
 
@@ -153,7 +172,9 @@ async def execute_many(
     ``proceed(table_id)`` is asked for every table before each round: when it says no, the rest
     of that table is left unattempted (the engine worker stops a shard's tables when it loses
     the shard's lease, and goes on with the others).  ``on_append`` gets the duration
-    in seconds of each round's pipelined append (for a histogram).
+    in seconds of each round's pipelined append (for a histogram).  ``settles`` (one per item,
+    or None) go with the items' appends: ``Outcome.settled`` says which the store carried out (a
+    command retried after a version conflict is not settled).
     """
     results: list[BatchResult] = [None] * len(items)
     queues: dict[str, deque[int]] = defaultdict(deque)
@@ -186,7 +207,8 @@ async def execute_many(
                     raise table
                 if table is None:  # evicted from a full cache meanwhile
                     table = await service.load(table_id)
-                plans.append(_plan(service, index, table, items[index], now))
+                settle = settles[index] if settles is not None else None
+                plans.append(_plan(service, index, table, items[index], now, settle))
             except Exception as exc:  # reported per command, table stops here
                 results[index] = exc
                 queues.pop(table_id, None)
