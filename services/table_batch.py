@@ -42,7 +42,7 @@ from events import commands as wc
 from events.base import ContractError
 from events.mapping import rejection
 from services import compact_json
-from services.store.base import AppendRequest, AppendResult, Settle, VersionConflict
+from services.store.base import AppendRequest, AppendResult, VersionConflict
 from services.table import Table
 from services.table_service import (
     Decision,
@@ -79,16 +79,8 @@ class _Plan:
     result: dict[str, Any]
 
 
-def _plan(
-    service: TableService,
-    index: int,
-    table: Table,
-    item: BatchItem,
-    now: int,
-    settle: Settle | None = None,
-) -> _Plan:
-    """Decide one command on ``table``: the append of its events, or of its rejection (with
-    ``settle`` carried out in the same step when the store can)."""
+def _plan(service: TableService, index: int, table: Table, item: BatchItem, now: int) -> _Plan:
+    """Decide one command on ``table``: the append of its events, or of its rejection."""
     command, seat = item
     try:
         decision = service.decide(table, command, seat)
@@ -102,7 +94,6 @@ def _plan(
             command.command_id,
             (),
             compact_json.dumps(result),
-            settle=settle,
         )
         return _Plan(index, table, command, seat, request, None, result)
     result = {"ok": True, **decision.result}
@@ -115,7 +106,6 @@ def _plan(
         compact_json.dumps(result),
         decision.secrets or None,
         _status(table, decision.events),
-        settle,
     )
     return _Plan(index, table, command, seat, request, decision, result)
 
@@ -125,19 +115,11 @@ def _finish(service: TableService, plan: _Plan, appended: AppendResult) -> Outco
     if appended.duplicate:
         return _replayed(appended)
     if plan.decision is None:
-        return Outcome(False, plan.result, table=plan.table, settled=appended.settled)
+        return Outcome(False, plan.result, table=plan.table)
     decision = plan.decision
     new = plan.table.after(decision.events, decision.match, decision.secrets, appended)
     service._remember(new)
-    return Outcome(
-        True,
-        plan.result,
-        False,
-        appended.first_version,
-        appended.last_version,
-        new,
-        appended.settled,
-    )
+    return Outcome(True, plan.result, False, appended.first_version, appended.last_version, new)
 
 
 LOAD_CONCURRENCY = 4
@@ -164,7 +146,6 @@ async def execute_many(
     *,
     proceed: Callable[[str], bool] = lambda table_id: True,
     on_append: Callable[[float], None] | None = None,
-    settles: Sequence[Settle | None] | None = None,
 ) -> list[BatchResult]:
     """Execute ``items`` (see the module docstring); commands of a table run in input order.
 
@@ -172,9 +153,7 @@ async def execute_many(
     ``proceed(table_id)`` is asked for every table before each round: when it says no, the rest
     of that table is left unattempted (the engine worker stops a shard's tables when it loses
     the shard's lease, and goes on with the others).  ``on_append`` gets the duration
-    in seconds of each round's pipelined append (for a histogram).  ``settles`` (one per item,
-    or None) go with the items' appends: ``Outcome.settled`` says which the store carried out (a
-    command retried after a version conflict is not settled).
+    in seconds of each round's pipelined append (for a histogram).
     """
     results: list[BatchResult] = [None] * len(items)
     queues: dict[str, deque[int]] = defaultdict(deque)
@@ -207,8 +186,7 @@ async def execute_many(
                     raise table
                 if table is None:  # evicted from a full cache meanwhile
                     table = await service.load(table_id)
-                settle = settles[index] if settles is not None else None
-                plans.append(_plan(service, index, table, items[index], now, settle))
+                plans.append(_plan(service, index, table, items[index], now))
             except Exception as exc:  # reported per command, table stops here
                 results[index] = exc
                 queues.pop(table_id, None)

@@ -74,8 +74,6 @@ class Outcome:
     first_version: int = 0
     last_version: int = 0
     table: Table | None = None
-    settled: bool = False
-    """The store settled the command in the append's atomic step (``services.store.Settle``)."""
 
     @property
     def code(self) -> str | None:
@@ -323,12 +321,7 @@ def _status(table: Table, events: list[wd.TableEvent]) -> str | None:
 def _replayed(appended: AppendResult) -> Outcome:
     result: dict[str, Any] = json.loads(appended.result) if appended.result else {}
     return Outcome(
-        bool(result.get("ok")),
-        result,
-        True,
-        appended.first_version,
-        appended.last_version,
-        settled=appended.settled,
+        bool(result.get("ok")), result, True, appended.first_version, appended.last_version
     )
 
 

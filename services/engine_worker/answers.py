@@ -92,25 +92,18 @@ def malformed(runner: ShardRunner, bad: _Malformed, hints: list[str]) -> None:
         )
 
 
-def hint_prefix(table_id: str, command_id: str) -> str:
-    """The start of a command's result hint, up to its result (``services.store.Settle``):
-    ``{"table_id":…,"command_id":…,"result":``."""
-    return (
-        f'{{"table_id":{compact_json.dumps(table_id)},'
-        f'"command_id":{compact_json.dumps(command_id)},"result":'
-    )
-
-
 async def answered(runner: ShardRunner, entry: _Entry, outcome: Outcome, hints: list[str]) -> None:
-    """Add the hint of a decided command (unless the store published it with the append), count
-    and log it, call the after-append hook."""
+    """Add the hint of a decided command, count and log it, call the after-append hook."""
     command = entry.command
-    if not outcome.settled:
-        hints.append(
-            hint_prefix(command.table_id, command.command_id)
-            + compact_json.dumps(outcome.result)
-            + "}"
+    hints.append(
+        compact_json.dumps(
+            {
+                "table_id": command.table_id,
+                "command_id": command.command_id,
+                "result": outcome.result,
+            }
         )
+    )
     if outcome.duplicate:
         _DUPLICATE.inc()
     elif outcome.ok:

@@ -16,11 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from services.engine_worker.answers import acknowledge, hint_prefix
+from services.engine_worker.answers import acknowledge
 from services.engine_worker.entries import _Entry, _RawEntry
 from services.engine_worker.metrics import APPEND_SECONDS
-from services.engine_worker.streams import GROUP
-from services.store.base import Settle
 from services.table_batch import BatchResult, execute_many
 
 if TYPE_CHECKING:
@@ -69,21 +67,9 @@ async def process_batches(
         )
 
 
-def _settle(worker: EngineWorker, runner: ShardRunner, entry: _Entry) -> Settle:
-    """Acknowledge the entry and publish its result hint in its append's atomic step."""
-    command = entry.command
-    return Settle(
-        runner.stream,
-        GROUP,
-        entry.entry_id,
-        worker.results_channel,
-        hint_prefix(command.table_id, command.command_id),
-    )
-
-
 async def execute_parts(worker: EngineWorker, parts: list[ShardPart], hints: list[str]) -> None:
-    """Decide the parts' commands together, answer them, acknowledge what the appends did not
-    settle in one round trip (called with every part's lock held)."""
+    """Decide the parts' commands together, answer them, acknowledge them in one round trip
+    (called with every part's lock held)."""
     for part in parts:
         part.run = await part.runner.triage(part.items, part.acks, hints)
     owner = {e.command.table_id: part.runner for part in parts for e in part.run}
@@ -95,7 +81,6 @@ async def execute_parts(worker: EngineWorker, parts: list[ShardPart], hints: lis
             [(e.command, e.seat) for e in run],
             proceed=lambda table_id: owner[table_id].may_append(),
             on_append=APPEND_SECONDS.observe,
-            settles=[_settle(worker, owner[e.command.table_id], e) for e in run],
         )
     dropped: list[list[bytes]] = []
     start = 0

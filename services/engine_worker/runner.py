@@ -255,13 +255,12 @@ class ShardRunner:
         acks: list[bytes],
         hints: list[str],
     ) -> list[bytes]:
-        """Answer the decided commands, defer the failed ones; return the ids no longer held
-        apart from ``acks``: settled by the store with their appends, or dropped because the
-        lease was lost (left pending for the next owner)."""
+        """Answer the decided commands, defer the failed ones; return the ids dropped because
+        the lease was lost (left pending for the next owner)."""
         dropped: list[bytes] = []
         for entry, result in zip(run, results, strict=True):
             if isinstance(result, Outcome):
-                (dropped if result.settled else acks).append(entry.entry_id)
+                acks.append(entry.entry_id)
                 await answered(self, entry, result, hints)
             elif result is None and not self.may_append():
                 dropped.append(entry.entry_id)  # lease lost: pending for the next owner

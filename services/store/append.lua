@@ -7,7 +7,6 @@ KEYS[2] events   stream, ids <version>-1, fields b (compact canonical JSON), h (
 KEYS[3] feed     shard feed stream, fields t (table), f (first version), l (last version)
 KEYS[4] cmdids   hash: "<table>|<command id>" -> "<first> <last> <result>"
 KEYS[5] secret   hash: caller's secrets, HSET in the same step
-KEYS[6] stream   optional: the command stream whose entry this append settles
 
 ARGV[1]  table id            ARGV[2]  cmdids field
 ARGV[3]  expected version    ARGV[4]  expected head hash (hex)
@@ -16,23 +15,12 @@ ARGV[7]  last hash (hex) after the append
 ARGV[8]  status to set in the head ('' leaves it)
 ARGV[9]  feed MAXLEN ~ ('' never trims)
 ARGV[10] n secret pairs
-ARGV[11..]  n pairs (body, raw hash), then the secret pairs (field, value), then with KEYS[6]:
-            group, entry id, hint channel, hint prefix
-
-With KEYS[6], a decided command (appended, or seen before) is settled in the same step: its
-entry is XACKed and "<hint prefix><recorded result>}" is published on the hint channel.
+ARGV[11..]  n pairs (body, raw hash), then the secret pairs (field, value)
 
 Returns {0, first, last}                          appended
         {1, first, last, result, last raw hash}   command id seen: the first outcome
         {2, head version, head hash hex}          version or hash conflict: nothing written
 ]]
-local function settle(result)
-  if #KEYS < 6 then return end
-  local s = 11 + 2 * tonumber(ARGV[6]) + 2 * tonumber(ARGV[10])
-  redis.call('XACK', KEYS[6], ARGV[s], ARGV[s + 1])
-  redis.call('PUBLISH', ARGV[s + 2], ARGV[s + 3] .. result .. '}')
-end
-
 local seen = redis.call('HGET', KEYS[4], ARGV[2])
 if seen then
   local a = string.find(seen, ' ', 1, true)
@@ -48,9 +36,7 @@ if seen then
       end
     end
   end
-  local first_result = string.sub(seen, b + 1)
-  settle(first_result)
-  return {1, tonumber(string.sub(seen, 1, a - 1)), tonumber(last), first_result, h}
+  return {1, tonumber(string.sub(seen, 1, a - 1)), tonumber(last), string.sub(seen, b + 1), h}
 end
 
 local head = redis.call('HMGET', KEYS[1], 'version', 'hash')
@@ -89,5 +75,4 @@ if ns > 0 then
   for j = 1, 2 * ns do kv[j] = ARGV[i + j - 1] end
   redis.call('HSET', KEYS[5], unpack(kv))
 end
-settle(ARGV[5])
 return {0, first, last}

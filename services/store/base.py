@@ -90,8 +90,6 @@ class AppendResult:
     duplicate: bool
     result: bytes
     events: tuple[StoredEvent, ...] = ()
-    settled: bool = False
-    """The request's :class:`Settle` was carried out in the same atomic step."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,23 +100,6 @@ class FeedEntry:
     table_id: str
     first_version: int
     last_version: int
-
-
-@dataclass(frozen=True, slots=True)
-class Settle:
-    """What to do in the same atomic step as an append that decided its command (appended, or
-    seen before): acknowledge the command's stream entry (``XACK stream group entry_id``) and
-    publish ``hint_prefix`` + the command's recorded result + ``}`` on ``channel``.
-
-    The stream must be on the table's shard (the same hash tag); a store that cannot settle
-    leaves :attr:`AppendResult.settled` false and the caller does both itself.
-    """
-
-    stream: str
-    group: str
-    entry_id: bytes | str
-    channel: str
-    hint_prefix: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +114,6 @@ class AppendRequest:
     result: bytes | str = b""
     secrets: Mapping[str, str] | None = None
     status: str | None = None
-    settle: Settle | None = None
 
 
 # -- errors -----------------------------------------------------------------------------------
@@ -286,8 +266,7 @@ class EventStore(abc.ABC):
         self, requests: Sequence[AppendRequest]
     ) -> list[AppendResult | VersionConflict]:
         """Many appends (to different tables) in one go; each is atomic on its own, and a
-        conflict is returned in its place rather than raised.  This default settles nothing
-        (``AppendResult.settled`` stays false): a store that can, overrides it."""
+        conflict is returned in its place rather than raised."""
         out: list[AppendResult | VersionConflict] = []
         for r in requests:
             try:

@@ -32,7 +32,6 @@ from .base import (
     FeedEntry,
     Head,
     NewEvent,
-    Settle,
     StoredEvent,
     VersionConflict,
     check_append_args,
@@ -116,7 +115,6 @@ class RedisEventStore(EventStore):
         result: bytes | str = b"",
         secrets: Mapping[str, str] | None = None,
         status: str | None = None,
-        settle: Settle | None = None,
     ) -> _Call:
         """KEYS and ARGV of the append script for one append, and the events it would store."""
         check_append_args(table_id, expected_version, expected_hash, command_id)
@@ -151,11 +149,6 @@ class RedisEventStore(EventStore):
         for k, v in secret_items:
             args.append(k)
             args.append(v)
-        if settle is not None:
-            if not settle.stream.startswith(ks.shard_prefix(shard) + ":"):
-                raise ValueError(f"{settle.stream} is not on the shard of table {table_id}")
-            keys.append(settle.stream)
-            args += [settle.group, settle.entry_id, settle.channel, settle.hint_prefix]
         return keys, args, [e for e, _ in encoded]
 
     @staticmethod
@@ -166,27 +159,19 @@ class RedisEventStore(EventStore):
         result: bytes | str,
         prepared: list[StoredEvent],
         reply: Any,
-        settled: bool = False,
     ) -> AppendResult:
-        """The outcome of one append from the script's reply (raises on a conflict);
-        ``settled``: the call carried a :class:`Settle`, done when the command was decided."""
+        """The outcome of one append from the script's reply (raises on a conflict)."""
         code = int(reply[0])
         if code == 0:
             last_hash = prepared[-1].hash if prepared else expected_hash
             return AppendResult(
-                int(reply[1]),
-                int(reply[2]),
-                last_hash,
-                False,
-                _b(result),
-                tuple(prepared),
-                settled,
+                int(reply[1]), int(reply[2]), last_hash, False, _b(result), tuple(prepared)
             )
         if code == 1:
             last = int(reply[2])
             raw = reply[4]
             last_hash = raw.hex() if last > 0 and raw else GENESIS_HASH
-            return AppendResult(int(reply[1]), last, last_hash, True, _b(reply[3]), settled=settled)
+            return AppendResult(int(reply[1]), last, last_hash, True, _b(reply[3]))
         actual_hash = _b(reply[2]).decode("ascii")
         raise VersionConflict(table_id, expected_version, int(reply[1]), expected_hash, actual_hash)
 
@@ -229,7 +214,6 @@ class RedisEventStore(EventStore):
                 r.result,
                 r.secrets,
                 r.status,
-                r.settle,
             )
             for r in requests
         ]
@@ -239,13 +223,7 @@ class RedisEventStore(EventStore):
             try:
                 out.append(
                     self.finish_call(
-                        r.table_id,
-                        r.expected_version,
-                        r.expected_hash,
-                        r.result,
-                        prepared,
-                        reply,
-                        r.settle is not None,
+                        r.table_id, r.expected_version, r.expected_hash, r.result, prepared, reply
                     )
                 )
             except VersionConflict as exc:

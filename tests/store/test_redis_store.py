@@ -13,15 +13,7 @@ from redis.crc import key_slot
 from store_helpers import new_command_id, typical_body
 
 from events.chain import GENESIS_HASH, canonical_json, verify_chain
-from services.store import (
-    AppendRequest,
-    AppendResult,
-    KeySpace,
-    MemoryEventStore,
-    RedisEventStore,
-    Settle,
-    VersionConflict,
-)
+from services.store import AppendRequest, KeySpace, RedisEventStore, VersionConflict
 from services.store.redis_store import APPEND_LUA
 
 pytestmark = pytest.mark.redis
@@ -254,89 +246,3 @@ async def test_corrupt_entries_raise_store_error(
     )
     with pytest.raises(StoreError):
         await rstore.read_many(["t2"])
-
-
-# -- settling a command stream entry in the append's step ----------------------------------------
-async def _pending_entry(client: redis.asyncio.Redis, stream: str) -> bytes:
-    """XADD one entry to ``stream`` and read it through group ``g``: it is pending."""
-    await client.xgroup_create(stream, "g", id="0", mkstream=True)
-    entry_id: bytes = await client.xadd(stream, {"c": "x"})
-    await client.xreadgroup("g", "w", {stream: ">"})
-    return entry_id
-
-
-async def _pending(client: redis.asyncio.Redis, stream: str) -> int:
-    return int((await client.xpending(stream, "g"))["pending"])
-
-
-async def test_a_settled_append_acks_its_entry_and_publishes_its_hint_in_one_step(
-    rstore: RedisEventStore, redis_client: redis.asyncio.Redis, redis_ns: str
-) -> None:
-    ks = rstore.keys
-    stream = ks.cmd(ks.shard_of("t1"))
-    channel = f"{redis_ns}:results"
-    pubsub = redis_client.pubsub()
-    await pubsub.subscribe(channel)
-    await pubsub.get_message(timeout=1.0)
-
-    async def hints() -> list[bytes]:
-        out = []
-        while m := await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.3):
-            out.append(m["data"])
-        return out
-
-    try:
-        first = await _pending_entry(redis_client, stream)
-        second = await redis_client.xadd(stream, {"c": "again"})
-        await redis_client.xreadgroup("g", "w", {stream: ">"})
-        settle = Settle(stream, "g", first, channel, '{"command_id":"c1","result":')
-        request = AppendRequest(
-            "t1", 0, GENESIS_HASH, "c1", [typical_body(0, "c1")], b'{"ok":true}', settle=settle
-        )
-        (done,) = await rstore.append_many([request])
-        assert isinstance(done, AppendResult) and done.settled and not done.duplicate
-        assert await _pending(redis_client, stream) == 1  # only the second entry is left
-        assert await hints() == [b'{"command_id":"c1","result":{"ok":true}}']
-
-        # the same command again, from another entry: settled with the first result
-        again = AppendRequest(
-            "t1", 0, GENESIS_HASH, "c1", [], b'{"ok":false}',
-            settle=Settle(stream, "g", second, channel, '{"command_id":"c1","result":'),
-        )  # fmt: skip
-        (dup,) = await rstore.append_many([again])
-        assert isinstance(dup, AppendResult) and dup.duplicate and dup.settled
-        assert await _pending(redis_client, stream) == 0
-        assert await hints() == [b'{"command_id":"c1","result":{"ok":true}}']
-
-        # a conflict decides nothing: the entry stays pending, no hint
-        third = await redis_client.xadd(stream, {"c": "stale"})
-        await redis_client.xreadgroup("g", "w", {stream: ">"})
-        stale = AppendRequest(
-            "t1", 0, GENESIS_HASH, "c2", [typical_body(0, "c2")], b"R",
-            settle=Settle(stream, "g", third, channel, "{"),
-        )  # fmt: skip
-        (conflict,) = await rstore.append_many([stale])
-        assert isinstance(conflict, VersionConflict)
-        assert await _pending(redis_client, stream) == 1 and await hints() == []
-    finally:
-        await pubsub.aclose()
-
-
-async def test_a_settle_on_another_shards_stream_is_refused(rstore: RedisEventStore) -> None:
-    ks = rstore.keys
-    other = ks.cmd((ks.shard_of("t1") + 1) % ks.shards)
-    request = AppendRequest(
-        "t1", 0, GENESIS_HASH, "c1", [], b"R", settle=Settle(other, "g", b"1-0", "ch", "{")
-    )
-    with pytest.raises(ValueError, match="not on the shard"):
-        await rstore.append_many([request])
-    assert (await rstore.head("t1")).version == 0
-
-
-async def test_the_memory_store_settles_nothing() -> None:
-    store = MemoryEventStore()
-    request = AppendRequest(
-        "t1", 0, GENESIS_HASH, "c1", [], b"R", settle=Settle("s", "g", b"1-0", "ch", "{")
-    )
-    (result,) = await store.append_many([request])
-    assert isinstance(result, AppendResult) and not result.settled
