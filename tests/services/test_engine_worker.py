@@ -171,6 +171,7 @@ class Hints:
         self.pubsub = client.pubsub()
         self.channel = results_channel(settings)
         self.seen: dict[str, dict[str, Any]] = {}
+        self.all: list[dict[str, Any]] = []
         self.task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Hints:
@@ -184,6 +185,7 @@ class Hints:
                 for line in message["data"].split(b"\n"):
                     hint = json.loads(line)
                     self.seen.setdefault(hint["command_id"], hint)
+                    self.all.append(hint)
 
     async def __aexit__(self, *exc: object) -> None:
         assert self.task is not None
@@ -284,6 +286,33 @@ async def test_the_same_entry_twice_is_applied_once(
     assert first == {"ok": True, "seat": 0}
     events = await store.read(table_id)
     assert [e.body["type"] for e in events] == ["table_created", "player_joined"]
+    assert await pending(redis_client, settings) == 0
+
+
+async def test_each_entry_is_acked_and_hinted_once(
+    redis_client: redis.asyncio.Redis, settings: Settings, store: RedisEventStore
+) -> None:
+    """Every entry, accepted, rejected or a duplicate, is acknowledged and gets exactly one
+    hint (a batch's hints go out as one message, one a line)."""
+    table_id = table_on(settings, 3)
+    create, join0, join1 = opening(table_id)
+    stale = wc.NextDeal(table_id=table_id, command_id=f"stale-{table_id}", expected_version=1)
+    async with Hints(redis_client, settings) as hints, running(settings):
+        for command, seat in ((create, None), (join0, None), (join0, None), (stale, 0)):
+            await send(redis_client, settings, command, seat)
+        await result_of(store, table_id, stale.command_id)
+        await send(redis_client, settings, join1)
+        await hints.wait(join1.command_id)
+        await eventually(lambda: len(hints.all) >= 5)
+        await asyncio.sleep(0.2)  # nothing more comes
+    ids = [h["command_id"] for h in hints.all]
+    assert sorted(ids) == sorted(
+        [create.command_id, join0.command_id, join0.command_id, stale.command_id, join1.command_id]
+    )
+    assert [h["result"] for h in hints.all if h["command_id"] == join0.command_id] == [
+        {"ok": True, "seat": 0}
+    ] * 2
+    assert hints.seen[stale.command_id]["result"]["code"] == "command/stale_version"
     assert await pending(redis_client, settings) == 0
 
 
