@@ -53,7 +53,7 @@ from events import domain as wd
 from events.envelope import BODY_KEYS
 from events.mapping import cards_from_wire, to_engine
 from events.upcast import parse_event
-from services.view_parts import PUBLIC, SEAT_PARTS, dump_view
+from services.view_parts import PUBLIC, PUBLIC_ONLY, SEAT_PARTS, dump_view
 
 __all__ = ["FoldError", "TableFold"]
 
@@ -201,14 +201,14 @@ class TableFold:
         if match is None or self._pending is not None:
             raise FoldError(f"table {self.table_id} at version {self.version} has no views")
         head: dict[str, Any] = {"table_id": self.table_id, "version": self.version}
-        public: dict[str, Any] = {
-            **head,
-            "status": self.status,
-            "seats": [None if s is None else dict(s) for s in self.seats],
-            "turn_seconds": self.turn_seconds,
-            "to_act": match.to_act,
-            "updated_at": self.updated_at,
-        }
+        own = (  # the table's own fields, in the order of PUBLIC_ONLY
+            self.status,
+            [None if s is None else dict(s) for s in self.seats],
+            self.turn_seconds,
+            match.to_act,
+            self.updated_at,
+        )
+        public: dict[str, Any] = {**head, **dict(zip(PUBLIC_ONLY, own, strict=True))}
         public.update((k, v) for k, v in spectator_view(match).items() if k not in _PUBLIC_SKIP)
         seat0, seat1 = seat_parts(match)
         return {PUBLIC: public, SEAT_PARTS[0]: {**head, **seat0}, SEAT_PARTS[1]: {**head, **seat1}}
