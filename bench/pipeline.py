@@ -104,6 +104,8 @@ PIPELINE = 1000
 TICK = 0.002
 """Shortest sleep of the paced sender (it sends whatever is due when it wakes, in one
 pipeline): at 5,000 commands/s about 10 commands per pipeline."""
+TIMELINE_WINDOW = 0.5
+"""Seconds of send time per row of a paced phase's latency ``timeline``."""
 
 
 # --- games -------------------------------------------------------------------------------------
@@ -354,6 +356,8 @@ class Hints:
         self.versions: dict[str, int] = {}
         self.waiting: dict[str, deque[tuple[int, float]]] = {}
         self.latencies: list[float] = []
+        self.sent_at: list[float] = []
+        """When each of ``latencies``' commands was sent (aligned with it)."""
         self.goal: dict[str, int] = {}
         self.done = asyncio.Event()
         self.messages = 0
@@ -373,6 +377,7 @@ class Hints:
         versions = self.versions
         waiting = self.waiting
         latencies = self.latencies
+        sent_at = self.sent_at
         buf = b""
         while True:
             chunk = await reader.read(1 << 16)
@@ -397,7 +402,9 @@ class Hints:
                         versions[table_id] = version
                     queue = waiting.get(table_id)
                     while queue and queue[0][0] <= version:
-                        latencies.append(t - queue.popleft()[1])
+                        sent = queue.popleft()[1]
+                        latencies.append(t - sent)
+                        sent_at.append(sent)
                     target = goal.get(table_id)
                     if target is not None and version >= target:
                         del goal[table_id]
@@ -425,6 +432,20 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 
 def ms(value: float | None) -> float | None:
     return None if value is None else round(value * 1000, 2)
+
+
+def timeline(
+    sent_at: Sequence[float], latencies: Sequence[float], start: float, window: float
+) -> list[list[float | int | None]]:
+    """Latency by when the command was sent: per ``window`` seconds from ``start``, ``[from_s,
+    commands, p50_ms, p99_ms, max_ms]`` (a stall shows as one bad window, a queue as a rise)."""
+    buckets: dict[int, list[float]] = {}
+    for sent, latency in zip(sent_at, latencies, strict=True):
+        buckets.setdefault(int((sent - start) / window), []).append(latency)
+    return [
+        [round(k * window, 2), len(v), ms(percentile(v, 0.5)), ms(percentile(v, 0.99)), ms(max(v))]
+        for k, v in sorted(buckets.items())
+    ]
 
 
 class Driver:
@@ -486,6 +507,7 @@ class Driver:
         """Commands at ``rate`` for ``seconds`` (or until they run out); their latencies."""
         hints = self.hints
         hints.latencies.clear()
+        hints.sent_at.clear()
         last: dict[str, int] = {}
         sent = 0
         limit = min(len(order), int(rate * seconds))
@@ -527,6 +549,7 @@ class Driver:
             "p90_ms": ms(percentile(lat, 0.90)),
             "p99_ms": ms(percentile(lat, 0.99)),
             "max_ms": ms(max(lat) if lat else None),
+            "timeline": timeline(hints.sent_at, lat, started, TIMELINE_WINDOW),
             "sent": last,
         }
 
