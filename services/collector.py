@@ -13,6 +13,16 @@ refers to them (an evicted table holds no reference cycle); only garbage *cycles
 objects wait, until the first full collection after ``thaw_every`` seconds, which unfreezes
 everything so that the full collection after it walks the whole heap once (one long pause in a
 quarter of an hour instead of one every few seconds).
+
+The young generation is the other cost.  CPython collects generation 0 whenever 700 more
+container objects are alive than at the last collection, and a batch of commands or a projector
+round keeps thousands alive at once (engine states, events, models) that die when it ends: the
+collector ran several times a batch and walked objects that were about to go, about 15 % of an
+engine worker's or a projector's CPU (``docs/performance.md``).  A service that works in
+batches sets ``young_threshold`` (:data:`YOUNG_BACKSTOP`) and calls :func:`collect_at_rest`
+between two batches, when what is young is only what the batch left behind (new cache entries):
+the collections then walk survivors, not transients, and the threshold stays a backstop for a
+batch far bigger than usual.
 """
 
 from __future__ import annotations
@@ -24,13 +34,24 @@ from typing import Any
 
 THAW_EVERY = 900.0
 """Seconds between two full collections that walk the whole heap (frozen objects included)."""
+YOUNG_BACKSTOP = 50_000
+"""Generation 0's threshold in a service that calls :func:`collect_at_rest` between batches:
+the collector runs by itself only for a batch that keeps this many more objects alive."""
+AT_REST = 2_000
+"""Young objects left at a batch boundary that are worth a collection there."""
 
 
-def settle_long_lived(thaw_every: float = THAW_EVERY) -> Callable[[], None]:
-    """Freeze what exists now and what each full collection leaves; return a function that
-    puts the collector back as it was (tests)."""
+def settle_long_lived(
+    thaw_every: float = THAW_EVERY, young_threshold: int | None = None
+) -> Callable[[], None]:
+    """Freeze what exists now and what each full collection leaves; with ``young_threshold``,
+    set generation 0's threshold to it (for a service calling :func:`collect_at_rest`).  Return
+    a function that puts the collector back as it was (tests)."""
+    thresholds = gc.get_threshold()
     gc.collect()
     gc.freeze()
+    if young_threshold is not None:
+        gc.set_threshold(young_threshold, *thresholds[1:])
     thawed = time.monotonic()
 
     def after_collection(phase: str, info: dict[str, Any]) -> None:
@@ -49,6 +70,23 @@ def settle_long_lived(thaw_every: float = THAW_EVERY) -> Callable[[], None]:
     def restore() -> None:
         if after_collection in gc.callbacks:
             gc.callbacks.remove(after_collection)
+        gc.set_threshold(*thresholds)
         gc.unfreeze()
 
     return restore
+
+
+def collect_at_rest(at_rest: int = AT_REST) -> int | None:
+    """Between two batches: collect when at least ``at_rest`` young objects were left since the
+    last collection; return the generation collected (None: too few to be worth it).
+
+    The generation is the one the interpreter would choose: the oldest whose count passed its
+    threshold (generation 1 counts collections of generation 0, generation 2 those of 1).
+    """
+    young, middle, old = gc.get_count()
+    if young < at_rest:
+        return None
+    _, middle_threshold, old_threshold = gc.get_threshold()
+    generation = 2 if old > old_threshold else 1 if middle > middle_threshold else 0
+    gc.collect(generation)
+    return generation

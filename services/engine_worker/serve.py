@@ -6,7 +6,7 @@ import asyncio
 import os
 import signal
 
-from services.collector import settle_long_lived
+from services.collector import YOUNG_BACKSTOP, settle_long_lived
 from services.engine_worker.worker import EngineWorker
 from services.log import configure
 from services.settings import Settings, load_settings
@@ -26,7 +26,7 @@ def main() -> int:
     """``python -m services.engine_worker``: run until SIGTERM or SIGINT (on uvloop if there)."""
     settings = load_settings()
     configure(settings.log_level)
-    settle_long_lived()
+    settle_long_lived(young_threshold=YOUNG_BACKSTOP)  # with collect_at_rest between batches
     port = os.environ.get("CONQUIAN_METRICS_PORT")
     if port:
         from prometheus_client import start_http_server

@@ -15,6 +15,7 @@ from faststream import FastStream
 from faststream.redis import RedisBroker
 from faststream.redis.message import FAKE_CONSUMER, RedisBatchStreamMessage
 
+from services.collector import collect_at_rest
 from services.engine_worker.batch import process_batches
 from services.engine_worker.entries import _RawEntry
 from services.engine_worker.reader import STREAMS_FIELD, ShardStreamsSubscriber, subscribe_shards
@@ -143,6 +144,7 @@ class EngineWorker:
                 batches.setdefault(runner, []).append((entry_id, fields))
         if batches:
             await process_batches(self, batches)
+        collect_at_rest()  # the batch's objects are gone: what is young now is what it kept
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self) -> None:

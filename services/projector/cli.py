@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from services.collector import settle_long_lived
+from services.collector import YOUNG_BACKSTOP, settle_long_lived
 from services.project_cli import arguments
 from services.projector.records import ProjectorBusy
 from services.projector.run import Projector, projector_for, run_projector
@@ -73,7 +73,7 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _follow_until_signalled(args: argparse.Namespace, settings: Settings) -> None:
     """Follow the shards (rebuilding first with ``--rebuild``) until SIGINT or SIGTERM."""
-    settle_long_lived()
+    settle_long_lived(young_threshold=YOUNG_BACKSTOP)  # with collect_at_rest between batches
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -12,6 +12,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from services.collector import collect_at_rest
 from services.projector.rebuild import ProjectorRebuild
 from services.projector.records import RoundStats
 from services.projector.round import ProjectorRound
@@ -104,6 +105,7 @@ async def _follow(projector: Projector, stop: asyncio.Event, lease_ms: int) -> N
                 next_claim = now + interval
             if projector.owned:
                 await projector.step(block_ms=block_ms)
+                collect_at_rest()  # between rounds: what is young now is what the round kept
                 continue
             pause = interval
         except (RedisError, OSError) as exc:  # Redis away: start again from what it holds
