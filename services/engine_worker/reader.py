@@ -61,6 +61,15 @@ class ShardStreamsSubscriber(StreamBatchSubscriber):
         self._done = asyncio.Event()
         self.reads = 0
         """XREADGROUP calls made (the tests read it)."""
+        self._log_channel: str | None = None
+
+    def get_log_context(self, message: Any) -> dict[str, str]:
+        """FastStream's log context of a batch (built for every message), with the channel
+        named once: the base class deep-copies the subscription (``stream_sub``) each time."""
+        channel = self._log_channel
+        if channel is None:
+            channel = self._log_channel = self.stream_sub.name
+        return self.build_log_context(message=message, channel=channel)
 
     async def start(self) -> None:
         """Start the consume loop (the worker creates the groups and acknowledges entries itself,

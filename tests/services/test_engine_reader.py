@@ -8,6 +8,7 @@ from typing import Any
 
 import redis.asyncio
 from faststream.redis import RedisBroker
+from faststream.redis.subscriber.usecases import StreamBatchSubscriber
 from test_engine_worker import eventually  # the test folder is on sys.path
 
 from services.engine_worker.reader import STREAMS_FIELD, subscribe_shards
@@ -73,3 +74,26 @@ async def test_one_read_spans_the_streams_and_settled_waits_for_the_batch(
     finally:
         release.set()
         await broker.stop()
+
+
+def test_the_log_context_is_the_base_subscribers_with_the_channel_named_once() -> None:
+    async def handle(raw: Mapping[str, Any]) -> None:  # never called: nothing is started
+        raise AssertionError(raw)
+
+    broker = RedisBroker("redis://127.0.0.1:1", apply_types=False, prefix="pre:")
+    reader = subscribe_shards(
+        broker,
+        handle,
+        name="{s*}:cmd",
+        streams=list,
+        group="g",
+        consumer="c1",
+        max_records=10,
+        polling_ms=50,
+        parser=_raw_batch,
+        decoder=_raw_entries,
+    )
+    base = StreamBatchSubscriber.get_log_context(reader, None)
+    assert base["channel"].endswith("{s*}:cmd")
+    assert reader.get_log_context(None) == base
+    assert reader.get_log_context(None) == base  # from the name kept the first time
