@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import redis.asyncio
@@ -11,8 +11,29 @@ from faststream.redis import RedisBroker
 from faststream.redis.subscriber.usecases import StreamBatchSubscriber
 from test_engine_worker import eventually  # the test folder is on sys.path
 
-from services.engine_worker.reader import STREAMS_FIELD, subscribe_shards
+from services.engine_worker.reader import STREAMS_FIELD, ShardStreamsSubscriber, subscribe_shards
 from services.engine_worker.worker import _raw_batch, _raw_entries
+
+
+def _reader(
+    broker: RedisBroker,
+    handle: Callable[[Mapping[str, Any]], Awaitable[None]],
+    name: str,
+    streams: Callable[[], Sequence[str]],
+) -> ShardStreamsSubscriber:
+    """The worker's reader on ``broker``: group ``g``, consumer ``c1``, reads of 10."""
+    return subscribe_shards(
+        broker,
+        handle,
+        name=name,
+        streams=streams,
+        group="g",
+        consumer="c1",
+        max_records=10,
+        polling_ms=50,
+        parser=_raw_batch,
+        decoder=_raw_entries,
+    )
 
 
 async def test_one_read_spans_the_streams_and_settled_waits_for_the_batch(
@@ -35,18 +56,7 @@ async def test_one_read_spans_the_streams_and_settled_waits_for_the_batch(
 
     wanted = list(streams)
     broker = RedisBroker(redis_url, apply_types=False)
-    reader = subscribe_shards(
-        broker,
-        handle,
-        name=f"{redis_ns}:{{s*}}:cmd",
-        streams=lambda: wanted,
-        group="g",
-        consumer="c1",
-        max_records=10,
-        polling_ms=50,
-        parser=_raw_batch,
-        decoder=_raw_entries,
-    )
+    reader = _reader(broker, handle, f"{redis_ns}:{{s*}}:cmd", lambda: wanted)
     await broker.start()
     try:
         await asyncio.wait_for(entered.wait(), 5)
@@ -81,18 +91,7 @@ def test_the_log_context_is_the_base_subscribers_with_the_channel_named_once() -
         raise AssertionError(raw)
 
     broker = RedisBroker("redis://127.0.0.1:1", apply_types=False, prefix="pre:")
-    reader = subscribe_shards(
-        broker,
-        handle,
-        name="{s*}:cmd",
-        streams=list,
-        group="g",
-        consumer="c1",
-        max_records=10,
-        polling_ms=50,
-        parser=_raw_batch,
-        decoder=_raw_entries,
-    )
+    reader = _reader(broker, handle, "{s*}:cmd", list)
     base = StreamBatchSubscriber.get_log_context(reader, None)
     assert base["channel"].endswith("{s*}:cmd")
     assert reader.get_log_context(None) == base
