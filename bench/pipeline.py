@@ -719,6 +719,17 @@ def reached(order: Order) -> dict[str, int]:
     return out
 
 
+async def redis_forks(client: redis.asyncio.Redis) -> dict[str, int]:
+    """Redis's fork count, its last fork's pause and the last AOF rewrite's seconds."""
+    stats = await client.info("stats")
+    persistence = await client.info("persistence")
+    return {
+        "total_forks": int(stats.get("total_forks", 0)),
+        "latest_fork_usec": int(stats.get("latest_fork_usec", 0)),
+        "aof_last_rewrite_time_sec": int(persistence.get("aof_last_rewrite_time_sec", -1)),
+    }
+
+
 async def phase(
     name: str,
     services: Services,
@@ -729,13 +740,15 @@ async def phase(
 ) -> dict[str, Any]:
     """Run one measured part; then check every command sent so far on these tables."""
     load_before = loadavg()
-    await driver.client.config_resetstat()
+    await driver.client.config_resetstat()  # (also zeroes the fork count)
+    forks_before = await redis_forks(driver.client)
     cpu_before = services.cpu()
     wall = time.perf_counter()
     result: dict[str, Any] = await run
     wall = time.perf_counter() - wall
     cpu_after = services.cpu()
     stats = await driver.client.info("commandstats")
+    forks_after = await redis_forks(driver.client)
     services.check()
     upto = reached(before)
     for table_id, version in result.pop("sent", {}).items():
@@ -770,6 +783,11 @@ async def phase(
             for k, v in sorted(stats.items(), key=lambda kv: -kv[1]["usec"])
             if v["usec"] >= result["commands"] / 2
         }
+    # an AOF rewrite forks Redis, and its child shares the two cores with everything measured
+    result["redis_forks"] = forks_after["total_forks"] - forks_before["total_forks"]
+    if result["redis_forks"]:
+        result["latest_fork_ms"] = round(forks_after["latest_fork_usec"] / 1000, 1)
+        result["aof_rewrite_s"] = forks_after["aof_last_rewrite_time_sec"]
     result["loadavg"] = [load_before, loadavg()]
     print(f"# {name}: {json.dumps(result)}", flush=True)
     return result
