@@ -53,11 +53,9 @@ from events import domain as wd
 from events.envelope import BODY_KEYS
 from events.mapping import cards_from_wire, to_engine
 from events.upcast import parse_event
-from services.view_parts import PUBLIC, PUBLIC_ONLY, SEAT_PARTS, dump_view
+from services.view_parts import PUBLIC, PUBLIC_ONLY, SEAT_PARTS, SPECTATOR_ONLY, dump_view
 
 __all__ = ["FoldError", "TableFold"]
-
-_PUBLIC_SKIP = frozenset({"seat", "legal_actions"})
 
 
 class FoldError(ValueError):
@@ -209,7 +207,7 @@ class TableFold:
             self.updated_at,
         )
         public: dict[str, Any] = {**head, **dict(zip(PUBLIC_ONLY, own, strict=True))}
-        public.update((k, v) for k, v in spectator_view(match).items() if k not in _PUBLIC_SKIP)
+        public.update((k, v) for k, v in spectator_view(match).items() if k not in SPECTATOR_ONLY)
         seat0, seat1 = seat_parts(match)
         return {PUBLIC: public, SEAT_PARTS[0]: {**head, **seat0}, SEAT_PARTS[1]: {**head, **seat1}}
 

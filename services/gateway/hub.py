@@ -98,13 +98,15 @@ class Hub:
         name = channel.decode() if isinstance(channel, bytes) else channel
         text = data.decode() if isinstance(data, bytes) else data
         if name == self.results_channel:
-            for line in text.split("\n"):
-                metrics.HINTS.labels("results").inc()
-                self._on_result(line)
+            kind, handle = "results", self._on_result
         elif name == self.views_channel:
-            for line in text.split("\n"):
-                metrics.HINTS.labels("views").inc()
-                self._on_view(line)
+            kind, handle = "views", self._on_view
+        else:
+            return
+        lines = text.split("\n")  # one message a batch, one hint a line
+        metrics.HINTS.labels(kind).inc(len(lines))
+        for line in lines:
+            handle(line)
 
     def _on_result(self, text: str) -> None:
         try:
