@@ -355,9 +355,8 @@ class Hints:
         self.channel = channel
         self.versions: dict[str, int] = {}
         self.waiting: dict[str, deque[tuple[int, float]]] = {}
-        self.latencies: list[float] = []
-        self.sent_at: list[float] = []
-        """When each of ``latencies``' commands was sent (aligned with it)."""
+        self.answered: list[tuple[float, float]] = []
+        """Each answered command's send time and latency, seconds."""
         self.goal: dict[str, int] = {}
         self.done = asyncio.Event()
         self.messages = 0
@@ -376,8 +375,7 @@ class Hints:
         now = time.perf_counter
         versions = self.versions
         waiting = self.waiting
-        latencies = self.latencies
-        sent_at = self.sent_at
+        answered = self.answered
         buf = b""
         while True:
             chunk = await reader.read(1 << 16)
@@ -403,8 +401,7 @@ class Hints:
                     queue = waiting.get(table_id)
                     while queue and queue[0][0] <= version:
                         sent = queue.popleft()[1]
-                        latencies.append(t - sent)
-                        sent_at.append(sent)
+                        answered.append((sent, t - sent))
                     target = goal.get(table_id)
                     if target is not None and version >= target:
                         del goal[table_id]
@@ -435,12 +432,12 @@ def ms(value: float | None) -> float | None:
 
 
 def timeline(
-    sent_at: Sequence[float], latencies: Sequence[float], start: float, window: float
+    answered: Sequence[tuple[float, float]], start: float, window: float
 ) -> list[list[float | int | None]]:
     """Latency by when the command was sent: per ``window`` seconds from ``start``, ``[from_s,
     commands, p50_ms, p99_ms, max_ms]`` (a stall shows as one bad window, a queue as a rise)."""
     buckets: dict[int, list[float]] = {}
-    for sent, latency in zip(sent_at, latencies, strict=True):
+    for sent, latency in answered:
         buckets.setdefault(int((sent - start) / window), []).append(latency)
     return [
         [round(k * window, 2), len(v), ms(percentile(v, 0.5)), ms(percentile(v, 0.99)), ms(max(v))]
@@ -506,8 +503,7 @@ class Driver:
     ) -> dict[str, Any]:
         """Commands at ``rate`` for ``seconds`` (or until they run out); their latencies."""
         hints = self.hints
-        hints.latencies.clear()
-        hints.sent_at.clear()
+        hints.answered.clear()
         last: dict[str, int] = {}
         sent = 0
         limit = min(len(order), int(rate * seconds))
@@ -532,7 +528,7 @@ class Driver:
         send_seconds = time.perf_counter() - started
         hints.expect(last)
         finished = await self._wait(timeout)
-        lat = list(hints.latencies)
+        lat = [latency for _, latency in hints.answered]
         unanswered = sum(len(q) for q in hints.waiting.values())
         hints.waiting.clear()
         return {
@@ -549,7 +545,7 @@ class Driver:
             "p90_ms": ms(percentile(lat, 0.90)),
             "p99_ms": ms(percentile(lat, 0.99)),
             "max_ms": ms(max(lat) if lat else None),
-            "timeline": timeline(hints.sent_at, lat, started, TIMELINE_WINDOW),
+            "timeline": timeline(hints.answered, started, TIMELINE_WINDOW),
             "sent": last,
         }
 

@@ -10,14 +10,13 @@ from bench.pipeline import redis_forks, timeline
 
 def test_the_timeline_groups_latencies_by_send_time() -> None:
     start = 100.0
-    sent = [100.1, 100.2, 100.7, 101.6, 101.9]
-    latencies = [0.010, 0.030, 0.500, 0.020, 0.040]
-    assert timeline(sent, latencies, start, 0.5) == [
+    answered = [(100.1, 0.010), (100.2, 0.030), (100.7, 0.500), (101.6, 0.020), (101.9, 0.040)]
+    assert timeline(answered, start, 0.5) == [
         [0.0, 2, 10.0, 30.0, 30.0],  # a window's p50 is its lower median (nearest rank)
         [0.5, 1, 500.0, 500.0, 500.0],  # a stall shows as one bad window
         [1.5, 2, 20.0, 40.0, 40.0],  # an empty window (1.0 s) is left out
     ]
-    assert timeline([], [], start, 0.5) == []
+    assert timeline([], start, 0.5) == []
 
 
 async def test_the_fork_counters_are_read_as_numbers(redis_client: redis.asyncio.Redis) -> None:
