@@ -10,7 +10,7 @@ from services.projector.core import PipelineCall, ProjectorCore
 from services.projector.records import TableRead
 from services.store.base import StoredEvent, StoreError
 from services.store.redis_store import decode_packed
-from services.view_parts import PUBLIC
+from services.view_parts import PUBLIC, version_of
 
 
 def _mget(keys: list[str]) -> PipelineCall:
@@ -18,13 +18,14 @@ def _mget(keys: list[str]) -> PipelineCall:
 
 
 def _view_version(raw: bytes | str | None) -> int:
+    """The version a stored public view was built to (0: none, or not a view)."""
     if raw is None:
         return 0
     try:
-        version = json.loads(raw).get("version")
-    except (ValueError, AttributeError):
+        view = json.loads(raw)
+    except ValueError:
         return 0
-    return version if isinstance(version, int) and not isinstance(version, bool) else 0
+    return max(version_of(view), 0) if isinstance(view, dict) else 0
 
 
 def _as_bytes(value: bytes | str) -> bytes:
