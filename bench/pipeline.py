@@ -75,6 +75,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import orjson  # noqa: E402
 import redis.asyncio  # noqa: E402
 from redis.utils import HIREDIS_AVAILABLE  # noqa: E402
 
@@ -343,16 +344,23 @@ class Services:
 
 
 class Hints:
-    """Follows ``<ns>:views``: the newest view version of each table, and command latencies.
+    """Follows ``<ns>:views``: the newest view version of each table, and command latencies;
+    with ``results`` also the engine workers' result hints, so that a latency splits into the
+    time to the worker's answer (the command decided and appended) and the rest (the views).
 
     The subscription is a bare socket read by a small RESP parser, not redis-py's ``PubSub``:
     the driver shares the two cores with what it measures, and redis-py spends tens of
     microseconds per message.
     """
 
-    def __init__(self, url: str, channel: str) -> None:
+    def __init__(self, url: str, channel: str, results: str | None = None) -> None:
         self.url = url
         self.channel = channel
+        self.results = results
+        self.sent_at: dict[str, float] = {}
+        """Send time by command id, of the commands whose result hint is awaited."""
+        self.decided: list[float] = []
+        """Seconds from sending a command to its result hint."""
         self.versions: dict[str, int] = {}
         self.waiting: dict[str, deque[tuple[int, float]]] = {}
         self.answered: list[tuple[float, float]] = []
@@ -365,8 +373,8 @@ class Hints:
 
     async def start(self) -> None:
         reader, self.writer = await open_connection(self.url)
-        channel = self.channel.encode()
-        self.writer.write(encode_command("SUBSCRIBE", channel))
+        channels = [self.channel] if self.results is None else [self.channel, self.results]
+        self.writer.write(encode_command("SUBSCRIBE", *(c.encode() for c in channels)))
         await self.writer.drain()
         self.task = asyncio.create_task(self._listen(reader))
 
@@ -376,6 +384,9 @@ class Hints:
         versions = self.versions
         waiting = self.waiting
         answered = self.answered
+        results = None if self.results is None else self.results.encode()
+        sent_at = self.sent_at
+        decided = self.decided
         buf = b""
         while True:
             chunk = await reader.read(1 << 16)
@@ -392,6 +403,12 @@ class Hints:
                 if len(values) != 3 or values[0] != b"message":
                     continue
                 self.messages += 1
+                if values[1] == results:
+                    for line in values[2].split(b"\n"):
+                        sent = sent_at.pop(orjson.loads(line)["command_id"], None)
+                        if sent is not None:
+                            decided.append(t - sent)
+                    continue
                 goal = self.goal
                 for line in values[2].decode().split("\n"):  # one hint a line
                     table_id, _, text = line.partition(" ")
@@ -504,6 +521,8 @@ class Driver:
         """Commands at ``rate`` for ``seconds`` (or until they run out); their latencies."""
         hints = self.hints
         hints.answered.clear()
+        hints.decided.clear()
+        hints.sent_at.clear()
         last: dict[str, int] = {}
         sent = 0
         limit = min(len(order), int(rate * seconds))
@@ -517,8 +536,9 @@ class Driver:
             if due > sent:
                 t = time.perf_counter()
                 for game, k in order[sent:due]:
-                    version = game.commands[k][1]
+                    _, version, command_id = game.commands[k]
                     hints.waiting.setdefault(game.table_id, deque()).append((version, t))
+                    hints.sent_at[command_id] = t
                     last[game.table_id] = version
                 await self.sender.send(requests[sent:due])
                 sent = due
@@ -545,6 +565,8 @@ class Driver:
             "p90_ms": ms(percentile(lat, 0.90)),
             "p99_ms": ms(percentile(lat, 0.99)),
             "max_ms": ms(max(lat) if lat else None),
+            "decided_p50_ms": ms(percentile(hints.decided, 0.50)),
+            "decided_p99_ms": ms(percentile(hints.decided, 0.99)),
             "timeline": timeline(hints.answered, started, TIMELINE_WINDOW),
             "sent": last,
         }
@@ -833,7 +855,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             services.start(f"projector{i}", "services.projector")
         await wait_ready(client, keys, args.workers, args.projectors, services, 60)
 
-        hints = Hints(url, f"{ns}:views")
+        hints = Hints(url, f"{ns}:views", f"{ns}:results")
         await hints.start()
         sender = RawSender()
         await sender.start(url)
@@ -940,7 +962,9 @@ def table(report: dict[str, Any]) -> str:
         ),
         (
             f"load: {load['rate_sent']:,}/s asked {load['rate_asked']:,}/s",
-            f"p50 {load['p50_ms']} ms  p99 {load['p99_ms']} ms  max {load['max_ms']} ms",
+            f"p50 {load['p50_ms']} ms  p99 {load['p99_ms']} ms  max {load['max_ms']} ms"
+            f"  (to the worker's answer: p50 {load['decided_p50_ms']} ms"
+            f"  p99 {load['decided_p99_ms']} ms)",
         ),
         (
             f"low: {low['rate_sent']:,}/s",
@@ -1006,6 +1030,8 @@ def main() -> int:
         "load_rate": load["rate_sent"],
         "load_p50_ms": load["p50_ms"],
         "load_p99_ms": load["p99_ms"],
+        "load_decided_p50_ms": load["decided_p50_ms"],
+        "load_decided_p99_ms": load["decided_p99_ms"],
         "low_rate": low["rate_sent"],
         "low_p50_ms": low["p50_ms"],
         "low_p99_ms": low["p99_ms"],
