@@ -111,12 +111,21 @@ class TableService:
     # --- loading -------------------------------------------------------------------------------
 
     async def load(self, table_id: str, *, fresh: bool = False) -> Table:
-        """Return the table at its latest version: the cached fold brought up to date."""
+        """Return the table at its latest version: the cached fold brought up to date.
+
+        A table the store has no event of (a ``create_table`` about to be decided) costs the
+        head alone: with no event there is no stream to read and no secret, since the append
+        that writes a table's first events writes its first secrets too.
+        """
         cached = None if fresh else self._cache.get(table_id)
         head = await self.store.head(table_id)
         if cached is not None and cached.version == head.version and cached.hash == head.hash:
             self._remember(cached)
             return cached
+        if head.version == 0:
+            table = Table(table_id)
+            self._remember(table)
+            return table
         start = cached if cached is not None and cached.version < head.version else None
         after = start.version if start else 0
         stored = await self.store.read(table_id, after + 1)

@@ -178,3 +178,38 @@ async def test_the_cached_table_after_every_command_equals_the_stored_fold(seed:
             command = to_wire_command(action, driver.table_id, next(driver.ids), table.version)
             assert (await service.execute(command, seat)).ok
         await check()
+
+
+class CountingStore(MemoryEventStore):
+    """A memory store that counts the reads a load makes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    async def head(self, table_id: str) -> Any:
+        self.calls.append("head")
+        return await super().head(table_id)
+
+    async def read(self, table_id: str, *args: Any, **kwargs: Any) -> Any:
+        self.calls.append("read")
+        return await super().read(table_id, *args, **kwargs)
+
+    async def secrets(self, table_id: str) -> dict[str, str]:
+        self.calls.append("secrets")
+        return await super().secrets(table_id)
+
+
+async def test_loading_a_table_with_no_events_reads_the_head_alone() -> None:
+    store = CountingStore()
+    service = TableService(store, insecure_deal_key=KEY)
+    table = await service.load("T-new")
+    assert store.calls == ["head"]
+    assert (table.table_id, table.version, table.match) == ("T-new", 0, None)
+    driver = Driver(service, "T-new")
+    for fields in ({"type": "create_table"}, {"type": "join", "name": "ann"}):
+        assert (await driver.send(None, **fields)).ok
+    store.calls.clear()
+    again = await TableService(store, insecure_deal_key=KEY).load("T-new")  # events: all three
+    assert store.calls == ["head", "read", "secrets"]
+    assert again == service.cached("T-new")
