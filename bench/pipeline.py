@@ -403,8 +403,8 @@ class Hints:
                 if len(values) != 3 or values[0] != b"message":
                     continue
                 self.messages += 1
-                if values[1] == results:
-                    for line in values[2].split(b"\n"):
+                if values[1] == results:  # parsed only while a paced phase awaits answers
+                    for line in values[2].split(b"\n") if sent_at else ():
                         sent = sent_at.pop(orjson.loads(line)["command_id"], None)
                         if sent is not None:
                             decided.append(t - sent)

@@ -38,7 +38,9 @@ async def test_result_hints_time_the_worker_answer_and_view_hints_the_view(
     hints = Hints(redis_url, f"{ns}:views", f"{ns}:results")
     await hints.start()
     try:
-        while (await redis_client.pubsub_numsub(f"{ns}:results"))[0][1] < 1:  # subscribed
+        for _ in range(500):  # until subscribed (both channels in one SUBSCRIBE)
+            if (await redis_client.pubsub_numsub(f"{ns}:results"))[0][1]:
+                break
             await asyncio.sleep(0.01)
         sent = time.perf_counter()
         hints.sent_at.update({"t1-a": sent, "t2-b": sent})
