@@ -71,7 +71,7 @@ class EngineWorker:
         self.max_deliveries = max_deliveries
         self.poll_ms = poll_ms
         self.results_channel = results_channel(settings)
-        self.client: redis.asyncio.Redis = connect(settings.redis_url)
+        self.client: redis.asyncio.Redis = connect(settings.redis_url, call_timeouts=False)
         self.store = RedisEventStore(self.client, settings.keys)
         self._service_factory = service_factory
         self._service: TableService | None = None

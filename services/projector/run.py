@@ -71,7 +71,7 @@ async def run_projector(
     """
     stop = stop or asyncio.Event()
     own_client = client is None
-    redis = client or connect(settings.redis_url)
+    redis = client or connect(settings.redis_url, call_timeouts=False)
     projector = projector_for(redis, settings)
     log = projector.log
     try:

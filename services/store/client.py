@@ -7,17 +7,44 @@ engine worker's hot path that was 8–9 % of its CPU.  ``connect`` returns an or
 TLS or Unix socket, from the URL) with ``pack_command``/``pack_commands`` done by
 ``hiredis.pack_command``.  An argument hiredis cannot pack (a memoryview, say) falls back to
 redis-py's own packer, which also raises redis-py's usual error for a wrong type.
+
+``connect(url, call_timeouts=False)`` is the client of the stream consumers (engine worker,
+projector). redis-py 8 gives every connection a 5 s socket timeout by default, and pays for it
+on every call: each send runs in a task of its own under ``asyncio.wait_for`` and each reply is
+read inside an ``asyncio.timeout`` block, about 5–10 µs of CPU per pipelined command on the
+benchmark machine (``bench/redis_client.py``), where an append costs Redis 20 µs. A consumer
+has no use for a per-call deadline (a slow Redis is waited for; its leases say whether it is
+still alive), so its connections have none; a peer that vanishes is still found, by TCP:
+keepalive probes on an idle connection (such as one blocked in ``XREADGROUP``) and, while a
+request is unacknowledged, ``TCP_USER_TIMEOUT``, both in the kernel at no cost per call. The
+gateway and the command-line tools keep redis-py's timeout: a request of a person should fail
+rather than wait.
 """
 
 from __future__ import annotations
 
+import socket
 from typing import Any
+from urllib.parse import urlsplit
 
 import hiredis
 import redis.asyncio
 from redis.asyncio.connection import AbstractConnection
 
-__all__ = ["connect", "packing_in_c"]
+__all__ = ["KEEPALIVE", "connect", "packing_in_c"]
+
+KEEPALIVE: dict[int, int] = {
+    option: value
+    for name, value in (
+        ("TCP_KEEPIDLE", 5),  # seconds idle before the first probe
+        ("TCP_KEEPINTVL", 2),  # seconds between probes
+        ("TCP_KEEPCNT", 3),  # unanswered probes before the connection is dropped
+        ("TCP_USER_TIMEOUT", 15_000),  # ms a sent request may stay unacknowledged
+    )
+    if (option := getattr(socket, name, None)) is not None
+}
+"""TCP options of a connection without call timeouts (those this platform has): a dead peer
+is noticed within about 11 s when idle and 15 s with a request in flight."""
 
 
 def _split_name(args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -58,9 +85,18 @@ def packing_in_c(base: type[AbstractConnection]) -> type[AbstractConnection]:
     return CPacked
 
 
-def connect(url: str, **options: Any) -> redis.asyncio.Redis:
-    """Return an asyncio client for ``url`` (bytes replies unless ``options`` say otherwise)."""
+def connect(url: str, *, call_timeouts: bool = True, **options: Any) -> redis.asyncio.Redis:
+    """Return an asyncio client for ``url`` (bytes replies unless ``options`` say otherwise).
+
+    With ``call_timeouts=False`` no call has a socket timeout and TCP connections carry
+    :data:`KEEPALIVE` (see the module docstring); ``options`` still win.
+    """
     options.setdefault("decode_responses", False)
+    if not call_timeouts:
+        options.setdefault("socket_timeout", None)
+        if urlsplit(url).scheme != "unix":  # a unix socket has no TCP options
+            options.setdefault("socket_keepalive", True)
+            options.setdefault("socket_keepalive_options", KEEPALIVE)
     client = redis.asyncio.Redis.from_url(url, **options)
     pool = client.connection_pool
     pool.connection_class = packing_in_c(pool.connection_class)

@@ -1,13 +1,16 @@
-"""``services.store.client.connect``: the same bytes on the wire as redis-py, packed in C."""
+"""``services.store.client.connect``: the same bytes on the wire as redis-py, packed in C; the
+consumers' client without call timeouts."""
 
 from __future__ import annotations
+
+import socket
 
 import pytest
 import redis.asyncio
 from redis.asyncio.connection import Connection, UnixDomainSocketConnection
 from redis.exceptions import DataError
 
-from services.store.client import connect, packing_in_c
+from services.store.client import KEEPALIVE, connect, packing_in_c
 
 ARGUMENT_LISTS = [
     ("SET", "k", "v"),
@@ -58,3 +61,35 @@ async def test_commands_and_pipelines_round_trip(redis_url: str, redis_ns: str) 
         assert await client.config_get("maxmemory")  # a two-word command name
     finally:
         await client.aclose()
+
+
+async def test_a_client_without_call_timeouts_leaves_dead_peers_to_tcp(redis_url: str) -> None:
+    """The stream consumers' client: no socket timeout on any call (no task and no timer per
+    command), keepalive probes and a user timeout on its TCP sockets instead."""
+    plain, consumer = connect(redis_url), connect(redis_url, call_timeouts=False)
+    try:
+        for client in (plain, consumer):
+            assert await client.ping()
+        held = await plain.connection_pool.get_connection()
+        assert held.socket_timeout == 5  # redis-py's default, kept for requests of people
+        await plain.connection_pool.release(held)
+        conn = await consumer.connection_pool.get_connection()
+        try:
+            assert conn.socket_timeout is None
+            sock = conn._writer.transport.get_extra_info("socket")
+            if sock.family in (socket.AF_INET, socket.AF_INET6):
+                assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+                for option, value in KEEPALIVE.items():
+                    assert sock.getsockopt(socket.IPPROTO_TCP, option) == value
+        finally:
+            await consumer.connection_pool.release(conn)
+    finally:
+        await plain.aclose()
+        await consumer.aclose()
+
+
+def test_a_unix_socket_client_without_call_timeouts_gets_no_tcp_options() -> None:
+    pool = connect("unix:///tmp/nowhere.sock", call_timeouts=False).connection_pool
+    assert pool.connection_kwargs["socket_timeout"] is None
+    assert "socket_keepalive" not in pool.connection_kwargs
+    assert pool.make_connection().socket_timeout is None  # the options fit the class
