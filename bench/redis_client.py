@@ -1,0 +1,148 @@
+"""Client CPU per pipelined call: redis-py's default client against the consumers' one.
+
+    .venv/bin/python bench/redis_client.py [--url redis://127.0.0.1:6379/9] [--calls 20]
+
+``services.store.client.connect`` gives every service a redis-py client; the engine worker and
+the projector ask for one without call timeouts (``call_timeouts=False``).  This measures what
+that saves: pipelines of ``--calls`` appends (the store's own append script, the arguments of a
+three-event command, on throw-away tables deleted at the end), sent over both clients in
+alternating slices of ``--rounds`` pipelines, ``--repeat`` times; per client the process CPU
+time and the wall time per call.  The last line printed is a JSON object with the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import redis.asyncio
+
+from services.store.client import connect
+from services.store.scripts import APPEND_LUA
+
+BODY = b'{"type":"card_turned","v":1,"seat":0,"card":"7c"}' * 4
+"""A stored body of about the size of an engine event (200 bytes)."""
+
+
+def _calls(ns: str, tables: int, round_no: int) -> list[tuple[Any, ...]]:
+    """The EVALSHA arguments of one append per table at version ``3 * round_no``."""
+    out = []
+    for t in range(tables):
+        prefix = f"{ns}:{{s01}}:t:T{t}:"
+        keys = (prefix + "head", prefix + "ev", f"{ns}:{{s01}}:feed", f"{ns}:{{s01}}:cmdids")
+        before = (
+            hashlib.sha256(f"{t}/{round_no - 1}".encode()).hexdigest() if round_no else "0" * 64
+        )
+        after = hashlib.sha256(f"{t}/{round_no}".encode()).hexdigest()
+        args: list[Any] = [f"T{t}", f"T{t}|c{round_no}", 3 * round_no, before, b'{"ok":true}']
+        args += [3, after, "", "", 0]
+        for _ in range(3):
+            args += [BODY, bytes.fromhex(after)]
+        out.append((len(keys) + 1, *keys, prefix + "secret", *args))
+    return out
+
+
+async def _slice(
+    client: redis.asyncio.Redis, sha: str, batches: list[list[tuple[Any, ...]]]
+) -> None:
+    for batch in batches:
+        async with client.pipeline(transaction=False) as pipe:
+            for call in batch:
+                pipe.evalsha(sha, *call)
+            replies = await pipe.execute()
+        if any(int(r[0]) != 0 for r in replies):
+            raise RuntimeError(f"an append was refused: {replies[:3]}")
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    clients = {
+        "default": connect(args.url),
+        "no_call_timeouts": connect(args.url, call_timeouts=False),
+    }
+    ns = f"benchclient-{uuid.uuid4().hex[:8]}"
+    cpu: dict[str, list[float]] = {name: [] for name in clients}
+    wall: dict[str, list[float]] = {name: [] for name in clients}
+    try:
+        sha = await clients["default"].script_load(APPEND_LUA)
+        done = dict.fromkeys(clients, 0)  # rounds appended to each client's own tables
+        for repeat in range(args.repeat):
+            order = list(clients) if repeat % 2 == 0 else list(reversed(clients))
+            for name in order:  # alternating, so that the machine's moods hit both alike
+                first = done[name]
+                batches = [
+                    _calls(f"{ns}:{name}", args.calls, r) for r in range(first, first + args.rounds)
+                ]
+                done[name] += args.rounds
+                c0, t0 = time.process_time(), time.perf_counter()
+                await _slice(clients[name], sha, batches)
+                calls = args.rounds * args.calls
+                cpu[name].append((time.process_time() - c0) / calls * 1e6)
+                wall[name].append((time.perf_counter() - t0) / calls * 1e6)
+    finally:
+        cursor = 0
+        client = clients["default"]
+        while True:
+            cursor, keys = await client.scan(cursor, match=f"{ns}:*", count=1000)
+            if keys:
+                await client.delete(*keys)
+            if cursor == 0:
+                break
+        for c in clients.values():
+            await c.aclose()
+    return {
+        "bench": "redis_client",
+        "calls_per_pipeline": args.calls,
+        "pipelines_per_slice": args.rounds,
+        "repeat": args.repeat,
+        "client_cpu_us_per_call": {n: round(statistics.median(v), 1) for n, v in cpu.items()},
+        "client_cpu_us_per_call_runs": {n: [round(x, 1) for x in v] for n, v in cpu.items()},
+        "wall_us_per_call": {n: round(statistics.median(v), 1) for n, v in wall.items()},
+        "machine": {
+            "cpu": _cpu_name(),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "loadavg": list(os.getloadavg()),
+    }
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/9"))
+    parser.add_argument("--calls", type=int, default=20, help="appends per pipeline")
+    parser.add_argument("--rounds", type=int, default=250, help="pipelines per slice")
+    parser.add_argument("--repeat", type=int, default=6, help="slices per client")
+    args = parser.parse_args()
+    report = asyncio.run(run(args))
+    for name, value in report["client_cpu_us_per_call"].items():
+        wall = report["wall_us_per_call"][name]
+        print(f"{name:<18} client CPU {value:6.1f} µs a call, wall {wall:6.1f} µs")
+    print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
