@@ -24,7 +24,7 @@ from services.engine_worker.streams import GROUP, results_channel
 from services.log import get_logger
 from services.settings import Settings
 from services.shard_leases import ShardLeases
-from services.store.client import connect
+from services.store.client import connect, without_call_timeouts
 from services.store.redis_store import RedisEventStore
 from services.table import Table
 from services.table_service import Outcome, TableService
@@ -88,6 +88,7 @@ class EngineWorker:
             logger=faststream_log,
             log_level=logging.DEBUG,
             apply_types=False,  # no injection: FastDepends ran each batch through a thread
+            **without_call_timeouts(settings.redis_url),  # as self.client: dead peers left to TCP
         )
         self.app = FastStream(self.broker, logger=faststream_log)
         self.settle_seconds = graceful + 3 * poll_ms / 1000

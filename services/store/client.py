@@ -9,7 +9,7 @@ TLS or Unix socket, from the URL) with ``pack_command``/``pack_commands`` done b
 redis-py's own packer, which also raises redis-py's usual error for a wrong type.
 
 ``connect(url, call_timeouts=False)`` is the client of the stream consumers (engine worker,
-projector). redis-py 8 gives every connection a 5 s socket timeout by default, and pays for it
+projector; the worker gives FastStream's broker the same options, ``without_call_timeouts``). redis-py 8 gives every connection a 5 s socket timeout by default, and pays for it
 on every call: each send runs in a task of its own under ``asyncio.wait_for`` and each reply is
 read inside an ``asyncio.timeout`` block, about 5–10 µs of CPU per pipelined command on the
 benchmark machine (``bench/redis_client.py``), where an append costs Redis 20 µs. A consumer
@@ -31,7 +31,7 @@ import hiredis
 import redis.asyncio
 from redis.asyncio.connection import AbstractConnection
 
-__all__ = ["KEEPALIVE", "connect", "packing_in_c"]
+__all__ = ["KEEPALIVE", "connect", "packing_in_c", "without_call_timeouts"]
 
 KEEPALIVE: dict[int, int] = {
     option: value
@@ -85,6 +85,14 @@ def packing_in_c(base: type[AbstractConnection]) -> type[AbstractConnection]:
     return CPacked
 
 
+def without_call_timeouts(url: str) -> dict[str, Any]:
+    """The connection options of a client without call timeouts for ``url`` (also what the
+    engine worker gives FastStream's broker, whose reads block in ``XREADGROUP``)."""
+    if urlsplit(url).scheme == "unix":  # a unix socket has no TCP options
+        return {"socket_timeout": None}
+    return {"socket_timeout": None, "socket_keepalive": True, "socket_keepalive_options": KEEPALIVE}
+
+
 def connect(url: str, *, call_timeouts: bool = True, **options: Any) -> redis.asyncio.Redis:
     """Return an asyncio client for ``url`` (bytes replies unless ``options`` say otherwise).
 
@@ -93,10 +101,7 @@ def connect(url: str, *, call_timeouts: bool = True, **options: Any) -> redis.as
     """
     options.setdefault("decode_responses", False)
     if not call_timeouts:
-        options.setdefault("socket_timeout", None)
-        if urlsplit(url).scheme != "unix":  # a unix socket has no TCP options
-            options.setdefault("socket_keepalive", True)
-            options.setdefault("socket_keepalive_options", KEEPALIVE)
+        options = {**without_call_timeouts(url), **options}
     client = redis.asyncio.Redis.from_url(url, **options)
     pool = client.connection_pool
     pool.connection_class = packing_in_c(pool.connection_class)

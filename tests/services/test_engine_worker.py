@@ -22,6 +22,7 @@ from events import commands as wc
 from services.engine_worker import GROUP, EngineWorker, results_channel
 from services.settings import Settings, load_settings
 from services.shard_leases import fair_share, lease_key, registry_key
+from services.store.client import without_call_timeouts
 from services.store.redis_store import RedisEventStore
 from services.table import Table
 from services.table_service import Decision, Outcome, TableService
@@ -598,3 +599,19 @@ async def test_an_entry_delivered_too_often_is_given_up_unapplied(
     assert result["code"] == "command/failed"
     assert (await store.head(table_id)).version == 0
     assert await pending(redis_client, settings) == 0
+
+
+async def test_the_worker_connections_have_no_call_timeouts(settings: Settings) -> None:
+    """The store's client and FastStream's (whose XREADGROUP blocks) both leave a lost Redis to
+    TCP: no socket timeout, keepalive on (``services.store.client``)."""
+    worker = EngineWorker(settings)
+    await worker.broker.connect()
+    try:
+        wanted = without_call_timeouts(settings.redis_url)
+        assert wanted["socket_timeout"] is None
+        for client in (worker.client, worker.broker.config.connection.client):
+            options = client.connection_pool.connection_kwargs
+            assert {k: options.get(k) for k in wanted} == wanted
+    finally:
+        await worker.broker.stop()
+        await worker.client.aclose()

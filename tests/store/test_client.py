@@ -10,7 +10,7 @@ import redis.asyncio
 from redis.asyncio.connection import Connection, UnixDomainSocketConnection
 from redis.exceptions import DataError
 
-from services.store.client import KEEPALIVE, connect, packing_in_c
+from services.store.client import KEEPALIVE, connect, packing_in_c, without_call_timeouts
 
 ARGUMENT_LISTS = [
     ("SET", "k", "v"),
@@ -93,3 +93,14 @@ def test_a_unix_socket_client_without_call_timeouts_gets_no_tcp_options() -> Non
     assert pool.connection_kwargs["socket_timeout"] is None
     assert "socket_keepalive" not in pool.connection_kwargs
     assert pool.make_connection().socket_timeout is None  # the options fit the class
+
+
+def test_the_options_without_call_timeouts_suit_the_url() -> None:
+    tcp = without_call_timeouts("redis://127.0.0.1:6379/0")
+    assert tcp == {
+        "socket_timeout": None,
+        "socket_keepalive": True,
+        "socket_keepalive_options": KEEPALIVE,
+    }
+    assert without_call_timeouts("unix:///tmp/r.sock?db=0") == {"socket_timeout": None}
+    assert {socket.TCP_KEEPIDLE, socket.TCP_KEEPINTVL, socket.TCP_KEEPCNT} <= KEEPALIVE.keys()
