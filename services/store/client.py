@@ -9,16 +9,17 @@ TLS or Unix socket, from the URL) with ``pack_command``/``pack_commands`` done b
 redis-py's own packer, which also raises redis-py's usual error for a wrong type.
 
 ``connect(url, call_timeouts=False)`` is the client of the stream consumers (engine worker,
-projector; the worker gives FastStream's broker the same options, ``without_call_timeouts``). redis-py 8 gives every connection a 5 s socket timeout by default, and pays for it
-on every call: each send runs in a task of its own under ``asyncio.wait_for`` and each reply is
-read inside an ``asyncio.timeout`` block, about 5–10 µs of CPU per pipelined command on the
-benchmark machine (``bench/redis_client.py``), where an append costs Redis 20 µs. A consumer
-has no use for a per-call deadline (a slow Redis is waited for; its leases say whether it is
-still alive), so its connections have none; a peer that vanishes is still found, by TCP:
-keepalive probes on an idle connection (such as one blocked in ``XREADGROUP``) and, while a
-request is unacknowledged, ``TCP_USER_TIMEOUT``, both in the kernel at no cost per call. The
-gateway and the command-line tools keep redis-py's timeout: a request of a person should fail
-rather than wait.
+projector; the worker gives FastStream's broker the same options, ``without_call_timeouts``).
+redis-py 8 gives every connection a 5 s socket timeout by default, and pays for it on every
+call: each send runs in a task of its own under ``asyncio.wait_for`` and each reply is read
+inside an ``asyncio.timeout`` block, about 5–10 µs of CPU per pipelined command on the benchmark
+machine (``bench/redis_client.py``), where an append costs Redis 20 µs. A consumer has no use
+for a per-call deadline (a slow Redis is waited for; its leases say whether it is still alive),
+so its connections have none; a peer that vanishes is still found, by TCP: keepalive probes on
+an idle connection (such as one blocked in ``XREADGROUP``) and, while a request is
+unacknowledged, ``TCP_USER_TIMEOUT``, both in the kernel at no cost per call. The gateway and
+the command-line tools keep redis-py's timeout: a request of a person should fail rather than
+wait.
 """
 
 from __future__ import annotations
