@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from services import compact_json
@@ -158,3 +159,53 @@ async def acknowledge(
         if hints:
             pipe.publish(channel, "\n".join(hints))
         await pipe.execute()
+
+
+class AcksInFlight:
+    """Acknowledgements on their way while the worker reads its next batch.
+
+    A batch's XACK and hints are the last round trip of the batch, and nothing after it waits
+    for their answer: the next XREADGROUP asks for new entries (``>``), whatever the XACK.  So
+    :meth:`send` starts the acknowledgement in a task of its own and returns; the reader's next
+    read goes out at once instead of a round trip later.  Nothing is acknowledged any earlier
+    (the appends of the batch have been answered), and the entries stay held in memory
+    (``ShardRunner.held``, which claims skip) until their XACK is answered: ``after`` runs then.
+    A failed acknowledgement is logged and leaves its entries pending, to be claimed and
+    answered as duplicates, as before.  ``send`` first waits for the acknowledgements still in
+    flight (at most one a batch in hand), and :meth:`drain` waits for all of them: a shard is
+    given up, and the worker disconnects, only after its acknowledgements are answered.
+    """
+
+    def __init__(self, log: Any) -> None:
+        self.log = log
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def send(self, ack: Coroutine[Any, Any, None], after: Callable[[], None]) -> None:
+        """Start ``ack`` (after those in flight are answered); ``after`` runs when it ends."""
+        try:
+            await self.drain()
+        except BaseException:
+            ack.close()
+            after()
+            raise
+        task = asyncio.create_task(self._run(ack, after), name="acknowledge")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, ack: Coroutine[Any, Any, None], after: Callable[[], None]) -> None:
+        try:
+            await ack
+        except Exception:
+            self.log.exception("acknowledgement failed; its entries stay pending")
+        finally:
+            after()
+
+    async def drain(self) -> None:
+        """Wait until every acknowledgement sent so far is answered (or has failed)."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks)
+
+    @property
+    def in_flight(self) -> int:
+        """Acknowledgements not answered yet."""
+        return len(self._tasks)

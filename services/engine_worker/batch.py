@@ -1,12 +1,14 @@
 """A batch of command entries from one or more owned shards: decided and acknowledged together.
 
-One read of the worker's reader brings entries of several shards.  They are decided as one
-:func:`services.table_batch.execute_many` call (different tables appended in one pipelined
-round trip per round, whatever their shard) and acknowledged in one pipeline (an XACK per shard
-stream and the hints), so a round trip carries every command of the moment instead of one
-shard's.  Each shard keeps its own rules: its lock is held for the whole batch (claims, sweeps
-and retries of the shard wait), nothing of a shard is appended once its lease is not known to
-be ours, and its backlog, retries and give-ups stay its own (:class:`ShardRunner`).
+One read of the worker's reader brings entries of several shards. They are decided as one
+:func:`services.table_batch.execute_many` call (different tables appended in one pipelined round
+trip per round, whatever their shard) and acknowledged in one pipeline (an XACK per shard stream
+and the hints), so a round trip carries every command of the moment instead of one shard's. The
+acknowledgement is sent while the next batch is read
+(:class:`~services.engine_worker.answers.AcksInFlight`). Each shard keeps its own rules: its
+lock is held for the whole batch (claims, sweeps and retries of the shard wait), nothing of a
+shard is appended once its lease is not known to be ours, and its backlog, retries and give-ups
+stay its own (:class:`ShardRunner`).
 """
 
 from __future__ import annotations
@@ -88,9 +90,12 @@ async def execute_parts(worker: EngineWorker, parts: list[ShardPart], hints: lis
         end = start + len(part.run)
         dropped.append(await part.runner.settle(part.run, results[start:end], part.acks, hints))
         start = end
-    try:
-        await acknowledge(worker, {p.runner.stream: p.acks for p in parts}, hints)
-    finally:
+
+    def release() -> None:  # the entries leave memory once their XACK is answered
         for part, gone in zip(parts, dropped, strict=True):
             part.runner.held.difference_update(part.acks)
             part.runner.held.difference_update(gone)
+
+    await worker.acks.send(
+        acknowledge(worker, {p.runner.stream: p.acks for p in parts}, hints), release
+    )

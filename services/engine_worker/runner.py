@@ -91,6 +91,7 @@ class ShardRunner:
             self.log.warning(
                 "a batch of the shard is still in hand", seconds=self.worker.settle_seconds
             )
+        await self.worker.acks.drain()  # its entries acknowledged before the lease goes
 
     # -- the loop -----------------------------------------------------------------------------
     async def _run(self) -> None:

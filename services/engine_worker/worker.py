@@ -16,6 +16,7 @@ from faststream.redis import RedisBroker
 from faststream.redis.message import FAKE_CONSUMER, RedisBatchStreamMessage
 
 from services.collector import collect_at_rest
+from services.engine_worker.answers import AcksInFlight
 from services.engine_worker.batch import process_batches
 from services.engine_worker.entries import _RawEntry
 from services.engine_worker.reader import STREAMS_FIELD, ShardStreamsSubscriber, subscribe_shards
@@ -91,6 +92,8 @@ class EngineWorker:
             **without_call_timeouts(settings.redis_url),  # as self.client: dead peers left to TCP
         )
         self.app = FastStream(self.broker, logger=faststream_log)
+        self.acks = AcksInFlight(self.log)
+        """Each batch's XACK and hints, answered while the next batch is read."""
         self.settle_seconds = graceful + 3 * poll_ms / 1000
         """How long giving up a shard waits for a read or batch of it in hand."""
         self.reader: ShardStreamsSubscriber = subscribe_shards(
@@ -270,6 +273,7 @@ class EngineWorker:
         try:
             await self.app.stop()
         finally:
+            await self.acks.drain()
             await self.client.aclose()
         self.log.info("engine worker stopped")
 

@@ -20,6 +20,7 @@ from prometheus_client import REGISTRY
 
 from events import commands as wc
 from services.engine_worker import GROUP, EngineWorker, results_channel
+from services.engine_worker.answers import AcksInFlight, acknowledge
 from services.settings import Settings, load_settings
 from services.shard_leases import fair_share, lease_key, registry_key
 from services.store.client import without_call_timeouts
@@ -615,3 +616,73 @@ async def test_the_worker_connections_have_no_call_timeouts(settings: Settings) 
     finally:
         await worker.broker.stop()
         await worker.client.aclose()
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+
+    def exception(self, event: str, **_: Any) -> None:
+        self.errors.append(event)
+
+
+async def test_an_acknowledgement_is_answered_while_the_next_batch_goes_on() -> None:
+    acks = AcksInFlight(_Log())
+    gate = asyncio.Event()
+    released: list[str] = []
+
+    async def ack(name: str) -> None:
+        await gate.wait()
+        released.append(f"acked {name}")
+
+    await acks.send(ack("a"), lambda: released.append("released a"))
+    assert acks.in_flight == 1 and released == []  # send did not wait for the answer
+    second = asyncio.create_task(acks.send(ack("b"), lambda: released.append("released b")))
+    await asyncio.sleep(0.01)
+    assert not second.done()  # the next one waits for the one in flight
+    gate.set()
+    await second
+    await acks.drain()
+    assert released == ["acked a", "released a", "acked b", "released b"]
+    assert acks.in_flight == 0
+
+
+async def test_a_failed_acknowledgement_is_logged_and_its_entries_released() -> None:
+    log = _Log()
+    acks = AcksInFlight(log)
+    released: list[bool] = []
+
+    async def fails() -> None:
+        raise ConnectionError("Redis went away")
+
+    await acks.send(fails(), lambda: released.append(True))
+    await acks.drain()
+    assert released == [True] and log.errors == ["acknowledgement failed; its entries stay pending"]
+
+
+async def test_every_entry_is_acknowledged_when_the_worker_stops_right_after_a_burst(
+    settings: Settings,
+    redis_client: redis.asyncio.Redis,
+    store: RedisEventStore,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Acknowledgements slower than the stop: the worker still waits for them before its
+    leases go and it disconnects."""
+    from services.engine_worker import batch
+
+    async def slow(*args: Any) -> None:
+        await asyncio.sleep(0.3)
+        await acknowledge(*args)
+
+    monkeypatch.setattr(batch, "acknowledge", slow)
+    table_ids = [table_on(settings, shard, f"A{shard}-") for shard in range(settings.shards)]
+    async with running(settings) as worker:
+        await eventually(lambda: len(worker.reading()) == settings.shards)
+        for table_id in table_ids:
+            for command in opening(table_id):
+                await send(redis_client, settings, command)
+        for table_id in table_ids:
+            assert (await result_of(store, table_id, f"join1-{table_id}"))["ok"]
+    for shard in range(settings.shards):  # closed: nothing of ours left pending
+        pending = await redis_client.xpending(settings.keys.cmd(shard), GROUP)
+        assert pending["pending"] == 0
