@@ -44,26 +44,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import redis.asyncio
 
+from bench.machine import cpu_model, load_average
 from engine import game
 from services import audit, cli
 from services.audit import audit_store, fast_redecide, load_tables
 from services.selfplay import SelfplayConfig, record_selfplay
 from services.store import KeySpace, RedisEventStore
 from services.store.client import connect
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def load_average() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
 
 
 async def table_ids(store: RedisEventStore) -> list[str]:

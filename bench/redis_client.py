@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import redis.asyncio
 
+from bench.machine import cpu_model, load_average
 from services.store.client import connect
 from services.store.scripts import APPEND_LUA
 
@@ -110,23 +111,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "client_cpu_us_per_call_runs": {n: [round(x, 1) for x in v] for n, v in cpu.items()},
         "wall_us_per_call": {n: round(statistics.median(v), 1) for n, v in wall.items()},
         "machine": {
-            "cpu": _cpu_name(),
+            "cpu": cpu_model(),
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
             "platform": platform.platform(),
         },
-        "loadavg": list(os.getloadavg()),
+        "loadavg": load_average(),
     }
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main() -> int:

@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import redis.asyncio
 
+from bench.machine import cpu_model
 from events.chain import GENESIS_HASH, verify_chain
 from services.store import AppendRequest, KeySpace, RedisEventStore
 
@@ -61,16 +62,6 @@ def typical_body(i: int) -> dict[str, Any]:
         "causation": _id(),
         "time": 1764480000000 + 1500 * i,
     }
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def tables_of(prefix: str, n: int) -> list[str]:
