@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv test run lint schema bench bench-store bench-audit bench-pipeline clean
+.PHONY: venv test run lint schema bench bench-store bench-audit bench-pipeline bench-client clean
 
 venv: $(STAMP)
 
@@ -35,6 +35,9 @@ bench-audit: $(STAMP)
 
 bench-pipeline: $(STAMP)
 	$(PY) bench/pipeline.py
+
+bench-client: $(STAMP)
+	$(PY) bench/redis_client.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
