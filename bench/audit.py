@@ -42,9 +42,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import redis.asyncio
 
 from bench.machine import cpu_model, load_average
+from bench.namespaces import delete_namespace
 from engine import game
 from services import audit, cli
 from services.audit import audit_store, fast_redecide, load_tables
@@ -159,17 +159,6 @@ def run_jobs(url: str, ns: str, jobs: int, batch: int) -> dict[str, Any]:
     summary: dict[str, Any] = json.loads(out.getvalue())
     assert code == 0, summary
     return summary
-
-
-async def delete_namespace(client: redis.asyncio.Redis, ns: str) -> None:
-    batch: list[bytes] = []
-    async for key in client.scan_iter(match=f"{ns}:*", count=1000):
-        batch.append(key)
-        if len(batch) >= 1000:
-            await client.unlink(*batch)
-            batch.clear()
-    if batch:
-        await client.unlink(*batch)
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:

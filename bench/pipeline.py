@@ -79,6 +79,7 @@ import orjson  # noqa: E402
 import redis.asyncio  # noqa: E402
 from redis.utils import HIREDIS_AVAILABLE  # noqa: E402
 
+from bench.namespaces import delete_namespace  # noqa: E402
 from bench.raw_redis import (  # noqa: E402
     RawSender,
     close_connection,
@@ -942,9 +943,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         if client is not None:
             if args.url:
                 with contextlib.suppress(Exception):
-                    batch = [k async for k in client.scan_iter(match=f"{ns}*", count=1000)]
-                    for i in range(0, len(batch), 500):
-                        await client.unlink(*batch[i : i + 500])
+                    await delete_namespace(client, ns)
             await client.aclose()
         server.stop()
         shutil.rmtree(folder, ignore_errors=True)

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import redis.asyncio
 
 from bench.machine import cpu_model, load_average
+from bench.namespaces import delete_namespace
 from services.store.client import connect
 from services.store.scripts import APPEND_LUA
 
@@ -42,7 +43,12 @@ def _calls(ns: str, tables: int, round_no: int) -> list[tuple[Any, ...]]:
     out = []
     for t in range(tables):
         prefix = f"{ns}:{{s01}}:t:T{t}:"
-        keys = (prefix + "head", prefix + "ev", f"{ns}:{{s01}}:feed", f"{ns}:{{s01}}:cmdids")
+        keys = (
+            *(prefix + k for k in ("head", "ev")),
+            f"{ns}:{{s01}}:feed",
+            f"{ns}:{{s01}}:cmdids",
+            prefix + "secret",
+        )
         before = (
             hashlib.sha256(f"{t}/{round_no - 1}".encode()).hexdigest() if round_no else "0" * 64
         )
@@ -51,7 +57,7 @@ def _calls(ns: str, tables: int, round_no: int) -> list[tuple[Any, ...]]:
         args += [3, after, "", "", 0]
         for _ in range(3):
             args += [BODY, bytes.fromhex(after)]
-        out.append((len(keys) + 1, *keys, prefix + "secret", *args))
+        out.append((len(keys), *keys, *args))
     return out
 
 
@@ -92,14 +98,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 cpu[name].append((time.process_time() - c0) / calls * 1e6)
                 wall[name].append((time.perf_counter() - t0) / calls * 1e6)
     finally:
-        cursor = 0
-        client = clients["default"]
-        while True:
-            cursor, keys = await client.scan(cursor, match=f"{ns}:*", count=1000)
-            if keys:
-                await client.delete(*keys)
-            if cursor == 0:
-                break
+        await delete_namespace(clients["default"], ns)
         for c in clients.values():
             await c.aclose()
     return {

@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import redis.asyncio
 
 from bench.machine import cpu_model
+from bench.namespaces import delete_namespace
 from events.chain import GENESIS_HASH, verify_chain
 from services.store import AppendRequest, KeySpace, RedisEventStore
 
@@ -93,17 +94,6 @@ async def timed(fn: Callable[[], Awaitable[None]]) -> tuple[float, float]:
     t0, c0 = time.perf_counter(), time.process_time()
     await fn()
     return time.perf_counter() - t0, time.process_time() - c0
-
-
-async def delete_ns(client: redis.asyncio.Redis, ns: str) -> None:
-    batch: list[bytes] = []
-    async for key in client.scan_iter(match=f"{ns}:*", count=1000):
-        batch.append(key)
-        if len(batch) >= 1000:
-            await client.unlink(*batch)
-            batch.clear()
-    if batch:
-        await client.unlink(*batch)
 
 
 # -- append phases (each runs versions lo..hi-1 of every table) -------------------------------
@@ -272,7 +262,7 @@ async def main() -> None:
                 cpu[name] += used
         med = {k: n_appends / v for k, v in spent.items()}
         for st in (raw_c, raw_p, store_p):
-            await delete_ns(client, st.keys.ns)
+            await delete_namespace(client, st.keys.ns)
         last_store, last_tables = store_c, list(work_c)
 
         # replay: read every table of the last concurrent store back
@@ -355,7 +345,7 @@ async def main() -> None:
         print(json.dumps(result))
     finally:
         for ns in namespaces:
-            await delete_ns(client, ns)
+            await delete_namespace(client, ns)
         await client.aclose()
         await pool.aclose()
 
