@@ -7,7 +7,7 @@ immutable value: ``apply`` returns the next one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -92,7 +92,7 @@ class Table:
 
     def after(
         self,
-        events: Iterable[wd.TableEvent],
+        events: Sequence[wd.TableEvent],
         match: Match | None,
         secrets: Mapping[str, str],
         appended: Head,
@@ -103,10 +103,21 @@ class Table:
         mapping the wire events back to the engine (and shuffling a new deal's deck again);
         ``appended`` gives the version and hash of the last event stored.
         """
+        return self.next(events, match, secrets).stored_as(appended)
+
+    def next(
+        self, events: Sequence[wd.TableEvent], match: Match | None, secrets: Mapping[str, str]
+    ) -> Table:
+        """Return the table after a decided command's events, before they are stored: its
+        version counts them, its hash is still the one before (:meth:`stored_as` sets it)."""
         table = self.with_secrets(secrets)
         for event in events:
             table = table._seated(event)
-        return replace(table, version=appended.last_version, hash=appended.last_hash, match=match)
+        return replace(table, version=self.version + len(events), match=match)
+
+    def stored_as(self, appended: Head) -> Table:
+        """Return the table with the version and hash of the last event stored."""
+        return replace(self, version=appended.last_version, hash=appended.last_hash)
 
     def apply(self, event: wd.TableEvent, version: int, hash: str) -> Table:
         """Return the table after one of its events (stored at ``version`` with ``hash``)."""

@@ -77,6 +77,7 @@ class _Plan:
     request: AppendRequest
     decision: Decision | None  # None: a rejection
     result: dict[str, Any]
+    following: Table | None = None  # the table after the decision's events, hash not known yet
 
 
 def _plan(service: TableService, index: int, table: Table, item: BatchItem, now: int) -> _Plan:
@@ -97,6 +98,7 @@ def _plan(service: TableService, index: int, table: Table, item: BatchItem, now:
         )
         return _Plan(index, table, command, seat, request, None, result)
     result = {"ok": True, **decision.result}
+    following = table.next(decision.events, decision.match, decision.secrets)
     request = AppendRequest(
         table.table_id,
         table.version,
@@ -106,20 +108,28 @@ def _plan(service: TableService, index: int, table: Table, item: BatchItem, now:
         compact_json.dumps(result),
         decision.secrets or None,
         _status(table, decision.events),
+        service.views_after(following, now) if decision.events else None,
     )
-    return _Plan(index, table, command, seat, request, decision, result)
+    return _Plan(index, table, command, seat, request, decision, result, following)
 
 
 def _finish(service: TableService, plan: _Plan, appended: AppendResult) -> Outcome:
     """The outcome of a planned append, with the table cached at its new version."""
     if appended.duplicate:
         return _replayed(appended)
-    if plan.decision is None:
+    if plan.decision is None or plan.following is None:
         return Outcome(False, plan.result, table=plan.table)
-    decision = plan.decision
-    new = plan.table.after(decision.events, decision.match, decision.secrets, appended)
+    new = plan.following.stored_as(appended)
     service._remember(new)
-    return Outcome(True, plan.result, False, appended.first_version, appended.last_version, new)
+    return Outcome(
+        True,
+        plan.result,
+        False,
+        appended.first_version,
+        appended.last_version,
+        new,
+        plan.request.views is not None,
+    )
 
 
 LOAD_CONCURRENCY = 4

@@ -33,11 +33,15 @@ from events.base import ContractError
 from events.fairness import SHUFFLE_ALGORITHM, commitment, deal_context, new_seed, seed_hex, shuffle
 from events.mapping import rejection, reveal, to_engine_command, to_wire
 from services import compact_json
+from services.log import get_logger
 from services.lru import Lru
 from services.store.base import AppendResult, EventStore, VersionConflict
 from services.table import SEED_KEY, TOKEN_KEY, SeatHolder, Table, fold_table
+from services.views_fold import table_views
 
 MAX_CONFLICT_RETRIES = 5
+
+_log = get_logger("table_service")
 
 
 class TableError(Exception):
@@ -74,6 +78,9 @@ class Outcome:
     first_version: int = 0
     last_version: int = 0
     table: Table | None = None
+    viewed: bool = False
+    """The table's views at ``last_version`` were stored with the append (see
+    :meth:`TableService.views_after`)."""
 
     @property
     def code(self) -> str | None:
@@ -99,8 +106,12 @@ class TableService:
         token_hasher: TokenHasher | None = None,
         cache_size: int = 20_000,
         insecure_deal_key: bytes | None = None,
+        store_views: bool = True,
     ) -> None:
         self.store = store
+        self.store_views = store_views and store.keeps_views
+        """Build each append's views for the store to keep with it (``views_after``): on for a
+        store that keeps views, unless turned off (the projector then folds every table)."""
         self.clock = clock
         self.seed_source = seed_source
         self.dealer_source = dealer_source
@@ -164,6 +175,8 @@ class TableService:
         except (EngineError, ContractError, TableError, ValueError) as error:
             return await self._reject(table, command, error)
         bodies = [_body(e, command.command_id, now) for e in decision.events]
+        following = table.next(decision.events, decision.match, decision.secrets)
+        views = self.views_after(following, now) if decision.events else None
         appended = await self.store.append(
             table.table_id,
             table.version,
@@ -173,12 +186,13 @@ class TableService:
             compact_json.dumps({"ok": True, **decision.result}),
             secrets=decision.secrets or None,
             status=_status(table, decision.events),
+            views=views,
         )
         if appended.duplicate:
             return _replayed(appended)
         if _status(table, decision.events) == "over":  # the table's last event: give memory back
             await self.store.seal(table.table_id)
-        new = table.after(decision.events, decision.match, decision.secrets, appended)
+        new = following.stored_as(appended)
         self._remember(new)
         return Outcome(
             True,
@@ -187,6 +201,7 @@ class TableService:
             appended.first_version,
             appended.last_version,
             new,
+            views is not None,
         )
 
     async def _reject(self, table: Table, command: wc.Command, error: Exception) -> Outcome:
@@ -203,6 +218,22 @@ class TableService:
         if appended.duplicate:
             return _replayed(appended)
         return Outcome(False, result, table=table)
+
+    def views_after(self, following: Table, now: int) -> dict[str, str] | None:
+        """Return the view parts of ``following`` (a decided command's table, its events
+        timed ``now``) for the append to store with the events, or None when the store keeps
+        no views or they cannot be built (the projector then builds them from the feed).
+
+        Built by ``services.views_fold``, as the projector builds them: so a view is current
+        when the command's answer is, and the projector, finding it current, skips the table.
+        """
+        if not self.store_views:
+            return None
+        try:
+            return table_views(following, now)
+        except Exception:  # views are derived data: never a reason to refuse a command
+            _log.exception("views not built", table=following.table_id, version=following.version)
+            return None
 
     # --- deciding ------------------------------------------------------------------------------
 

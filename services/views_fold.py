@@ -40,7 +40,7 @@ View parts (JSON strings, keys in a fixed order, so equal states give equal byte
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,9 +53,10 @@ from events import domain as wd
 from events.envelope import BODY_KEYS
 from events.mapping import cards_from_wire, to_engine
 from events.upcast import parse_event
+from services.table import Table
 from services.view_parts import PUBLIC, PUBLIC_ONLY, SEAT_PARTS, SPECTATOR_ONLY, dump_view
 
-__all__ = ["FoldError", "TableFold"]
+__all__ = ["FoldError", "TableFold", "dump_views", "status_of", "table_views", "view_dicts"]
 
 
 class FoldError(ValueError):
@@ -183,12 +184,7 @@ class TableFold:
     @property
     def status(self) -> str:
         """``open`` before the first deal, ``playing`` from then on, ``over`` after the match."""
-        match = self.match
-        if match is not None and match.over:
-            return "over"
-        if match is None or match.deal is None:
-            return "open"
-        return "playing"
+        return status_of(self.match)
 
     def view_dicts(self) -> dict[str, dict[str, Any]]:
         """Return every view part as a JSON-ready dict (see the module docstring).
@@ -198,22 +194,73 @@ class TableFold:
         match = self.match
         if match is None or self._pending is not None:
             raise FoldError(f"table {self.table_id} at version {self.version} has no views")
-        head: dict[str, Any] = {"table_id": self.table_id, "version": self.version}
-        own = (  # the table's own fields, in the order of PUBLIC_ONLY
-            self.status,
-            [None if s is None else dict(s) for s in self.seats],
-            self.turn_seconds,
-            match.to_act,
-            self.updated_at,
+        return view_dicts(
+            self.table_id, self.version, match, self.seats, self.turn_seconds, self.updated_at
         )
-        public: dict[str, Any] = {**head, **dict(zip(PUBLIC_ONLY, own, strict=True))}
-        public.update((k, v) for k, v in spectator_view(match).items() if k not in SPECTATOR_ONLY)
-        seat0, seat1 = seat_parts(match)
-        return {PUBLIC: public, SEAT_PARTS[0]: {**head, **seat0}, SEAT_PARTS[1]: {**head, **seat1}}
 
     def views(self) -> dict[str, str]:
         """Return every view part as JSON text, by part name."""
-        return {part: dump_view(view) for part, view in self.view_dicts().items()}
+        return dump_views(self.view_dicts())
+
+
+def status_of(match: Match | None) -> str:
+    """Return a table's status by its match: ``open`` before the first deal, ``playing`` from
+    then on, ``over`` after the match."""
+    if match is not None and match.over:
+        return "over"
+    if match is None or match.deal is None:
+        return "open"
+    return "playing"
+
+
+def view_dicts(
+    table_id: str,
+    version: int,
+    match: Match,
+    seats: Sequence[Mapping[str, Any] | None],
+    turn_seconds: int | None,
+    updated_at: int | None,
+) -> dict[str, dict[str, Any]]:
+    """Return every view part of a table at ``version`` as a JSON-ready dict, by part name.
+
+    The one place a table's stored views are built: the projector's fold and the engine
+    worker's append (``TableService.views_after``) both call it, so equal tables give equal
+    bytes.  ``seats`` are ``{"name", "bot"}`` or None; ``updated_at`` the time (ms) of the
+    newest event.
+    """
+    head: dict[str, Any] = {"table_id": table_id, "version": version}
+    own = (  # the table's own fields, in the order of PUBLIC_ONLY
+        status_of(match),
+        [None if s is None else {"name": s["name"], "bot": s["bot"]} for s in seats],
+        turn_seconds,
+        match.to_act,
+        updated_at,
+    )
+    public: dict[str, Any] = {**head, **dict(zip(PUBLIC_ONLY, own, strict=True))}
+    public.update((k, v) for k, v in spectator_view(match).items() if k not in SPECTATOR_ONLY)
+    seat0, seat1 = seat_parts(match)
+    return {PUBLIC: public, SEAT_PARTS[0]: {**head, **seat0}, SEAT_PARTS[1]: {**head, **seat1}}
+
+
+def table_views(table: Table, updated_at: int) -> dict[str, str]:
+    """Return the view parts of a service table (``services.table``) as JSON text, by part
+    name: what the projector folds from the same events, byte for byte.
+
+    ``updated_at`` is the time (ms) of the table's newest event.  Raises ValueError for a
+    table not created yet.
+    """
+    if table.match is None:
+        raise ValueError(f"table {table.table_id} at version {table.version} has no views")
+    seats = [None if s is None else {"name": s.name, "bot": s.bot} for s in table.seats]
+    views = view_dicts(
+        table.table_id, table.version, table.match, seats, table.turn_seconds, updated_at
+    )
+    return dump_views(views)
+
+
+def dump_views(views: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Return view parts (:func:`view_dicts`) as JSON text, by part name."""
+    return {part: dump_view(view) for part, view in views.items()}
 
 
 def _placeholder_deck(dealer: int, hand0: CardMask, hand1: CardMask) -> tuple[Card, ...]:

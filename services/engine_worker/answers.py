@@ -145,19 +145,24 @@ def _log_outcome(log: Any, entry: _Entry, outcome: Outcome) -> None:
 
 
 async def acknowledge(
-    worker: EngineWorker, acks: Mapping[str, Sequence[bytes]], hints: Sequence[str]
+    worker: EngineWorker,
+    acks: Mapping[str, Sequence[bytes]],
+    hints: Sequence[str],
+    views: Sequence[str] = (),
 ) -> None:
-    """XACK the answered entries of each stream, then publish their hints (one message, a JSON
-    object a line): one round trip."""
+    """XACK the answered entries of each stream, then publish their result hints (one message,
+    a JSON object a line) and the hints of the views their appends stored (one message,
+    ``<table_id> <version>`` a line): one round trip."""
     streams = {stream: ids for stream, ids in acks.items() if ids}
-    if not streams and not hints:
+    if not streams and not hints and not views:
         return
-    channel = worker.results_channel
     async with worker.client.pipeline(transaction=False) as pipe:
         for stream, ids in streams.items():
             pipe.xack(stream, GROUP, *ids)
         if hints:
-            pipe.publish(channel, "\n".join(hints))
+            pipe.publish(worker.results_channel, "\n".join(hints))
+        if views:
+            pipe.publish(worker.views_channel, "\n".join(views))
         await pipe.execute()
 
 

@@ -22,6 +22,7 @@ from services.engine_worker.answers import acknowledge
 from services.engine_worker.entries import _Entry, _RawEntry
 from services.engine_worker.metrics import APPEND_SECONDS
 from services.table_batch import BatchResult, execute_many
+from services.table_service import Outcome
 
 if TYPE_CHECKING:
     from services.engine_worker.runner import ShardRunner
@@ -84,6 +85,7 @@ async def execute_parts(worker: EngineWorker, parts: list[ShardPart], hints: lis
             proceed=lambda table_id: owner[table_id].may_append(),
             on_append=APPEND_SECONDS.observe,
         )
+    views = view_hints(results)
     dropped: list[list[bytes]] = []
     start = 0
     for part in parts:
@@ -97,5 +99,15 @@ async def execute_parts(worker: EngineWorker, parts: list[ShardPart], hints: lis
             part.runner.held.difference_update(gone)
 
     await worker.acks.send(
-        acknowledge(worker, {p.runner.stream: p.acks for p in parts}, hints), release
+        acknowledge(worker, {p.runner.stream: p.acks for p in parts}, hints, views), release
     )
+
+
+def view_hints(results: Sequence[BatchResult]) -> list[str]:
+    """The view hints of the views the batch's appends stored: ``<table_id> <version>``, the
+    newest version of each table once."""
+    newest: dict[str, int] = {}
+    for outcome in results:
+        if isinstance(outcome, Outcome) and outcome.viewed and outcome.table is not None:
+            newest[outcome.table.table_id] = outcome.last_version
+    return [f"{table_id} {version}" for table_id, version in newest.items()]

@@ -131,5 +131,12 @@ class ProjectorCore:
     def _write_call(self, w: ShardWrite) -> PipelineCall:
         keys = [self.checkpoint_key(w.shard), self.lease_key(w.shard), *w.views]
         hints = "\n".join(w.hints)  # one message per shard write (docs/services.md)
-        args: list[Any] = [w.expected, w.position, self.owner or "", self.channel, hints]
+        args: list[Any] = [
+            w.expected,
+            w.position,
+            self.owner or "",
+            self.channel,
+            hints,
+            len(STORED_PARTS),
+        ]
         return self._script("write", keys, [*args, *w.views.values()])

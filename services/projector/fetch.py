@@ -38,7 +38,7 @@ class ProjectorFetch(ProjectorCore):
 
     async def _fetch(self, reads: Sequence[TableRead]) -> dict[str, list[StoredEvent]]:
         """Read every table's missing events in one round trip: one script call per shard (its
-        streams share the shard's hash tag), and the stored view versions of tables not cached."""
+        streams share the shard's hash tag), and the stored view versions not known yet."""
         if not reads:
             return {}
         by_shard: dict[int, list[TableRead]] = {}
@@ -51,7 +51,7 @@ class ProjectorFetch(ProjectorCore):
             for r in rs:
                 args += [f"{r.first}-1", "+" if r.last is None else f"{r.last}-1", self.read_chunk]
             calls.append(self._script("read", keys, args))
-            misses = [self.keys.table_view(r.table_id, PUBLIC) for r in rs if r.last is None]
+            misses = [self.keys.table_view(r.table_id, PUBLIC) for r in rs if r.stored is None]
             if misses:
                 calls.append(_mget(misses))
         replies = iter(await self._run(calls))
@@ -60,10 +60,10 @@ class ProjectorFetch(ProjectorCore):
             bufs = next(replies)
             if isinstance(bufs, Exception):
                 raise bufs
-            if any(r.last is None for r in rs):
+            if any(r.stored is None for r in rs):
                 stored = iter(next(replies))
                 for r in rs:
-                    if r.last is None:
+                    if r.stored is None:
                         r.stored = _view_version(next(stored))
             for r, buf in zip(rs, bufs, strict=True):
                 out[r.table_id] = await self._decode(r, _as_bytes(buf))

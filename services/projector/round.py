@@ -14,6 +14,7 @@ from services.projector.metrics import APPLIED, LAG
 from services.projector.records import RoundStats, ShardWrite, TableRead
 from services.projector.scripts import LEASE_LOST, WRITTEN
 from services.store.base import StoredEvent
+from services.view_parts import PUBLIC
 from services.views_fold import FoldError, TableFold
 
 _ZERO = "0-0"
@@ -134,7 +135,8 @@ class ProjectorRound(ProjectorLeases, ProjectorFetch):
         stats = RoundStats()
         targets: dict[str, int] = {}
         writes = self._writes(batches, targets, stats)
-        reads = [r for t, v in targets.items() if (r := self._plan(t, v)) is not None]
+        behind = await self._behind(targets)
+        reads = [self._plan(t, targets[t], stored) for t, stored in behind.items()]
         events = await self._fetch(reads)
         newest = 0
         for r in reads:
@@ -181,13 +183,46 @@ class ProjectorRound(ProjectorLeases, ProjectorFetch):
         self.log.debug("view", table=table_id, version=fold.version)
         return True
 
-    def _plan(self, table_id: str, target: int) -> TableRead | None:
+    async def _behind(self, targets: dict[str, int]) -> dict[str, int]:
+        """The tables whose stored views are older than their target, with the version of
+        their stored public part (0: none).
+
+        The engine workers store a table's views with each append, so most tables of a round
+        are current already: their versions are read in one call per shard (no events), and
+        only the others are folded.  A table this projector folded to its target itself is
+        known current without asking; a cached fold older than the stored views is dropped
+        (what it would fold again is in the views already).
+        """
+        asked: dict[int, list[str]] = {}
+        for table_id, target in targets.items():
+            fold = self._cache.recall(table_id)
+            if fold is None or fold.version < target:
+                asked.setdefault(self.keys.shard_of(table_id), []).append(table_id)
+        if not asked:
+            return {}
+        calls = [
+            self._script("versions", [self.keys.table_view(t, PUBLIC) for t in tables], [])
+            for tables in asked.values()
+        ]
+        behind: dict[str, int] = {}
+        for tables, reply in zip(asked.values(), await self._run(calls), strict=True):
+            if isinstance(reply, Exception):
+                raise reply
+            for table_id, stored in zip(tables, reply, strict=True):
+                if int(stored) < targets[table_id]:
+                    behind[table_id] = int(stored)
+                    continue
+                fold = self._cache.recall(table_id)
+                if fold is not None and fold.version < int(stored):
+                    self._cache.pop(table_id, None)
+        return behind
+
+    def _plan(self, table_id: str, target: int, stored: int) -> TableRead:
+        """The events to read for a table behind its target (``stored``: its views' version)."""
         fold = self._cache.recall(table_id)
         if fold is None:
-            return TableRead(table_id, 1, None)
-        if fold.version >= target:
-            return None  # already reflected: re-applying changes nothing
-        return TableRead(table_id, fold.version + 1, target)
+            return TableRead(table_id, 1, None, stored)
+        return TableRead(table_id, fold.version + 1, target, stored)
 
     def _fold(
         self, r: TableRead, target: int, events: list[StoredEvent], stats: RoundStats

@@ -8,9 +8,13 @@ from services.store.redis_store import READ_LUA
 
 WRITE_LUA = """#!lua
 -- One shard's views and checkpoint, all or nothing.  KEYS[1] checkpoint, KEYS[2] lease, then
--- the view keys.  ARGV[1] the checkpoint the batch started from ('' none), ARGV[2] the new one
--- ('' keeps it), ARGV[3] lease owner ('' no lease check), ARGV[4] hint channel, ARGV[5] the
--- hints, one line per table ('' publishes nothing), then one value per view key.
+-- the view keys, ARGV[6] of them a table (its public part first).  ARGV[1] the checkpoint the
+-- batch started from ('' none), ARGV[2] the new one ('' keeps it), ARGV[3] lease owner ('' no
+-- lease check), ARGV[4] hint channel, ARGV[5] the hints, one line per table ('' publishes
+-- nothing), ARGV[6] parts a table, then one value per view key.
+-- A table whose stored public part is newer than the one given keeps its parts: the engine
+-- workers store views with their appends, and a projector folding behind them must not undo
+-- them (equal versions are written again: a rebuild rewrites what it finds).
 -- Returns {0, ''} written, {1, holder} lease not ours, {2, checkpoint} checkpoint moved.
 -- Views and checkpoints are derived data: they go to replicas but not into the AOF (after a
 -- restart both are as of the last AOF rewrite, and the projector folds the feed from there).
@@ -21,11 +25,32 @@ if ARGV[3] ~= '' then
 end
 local current = redis.call('GET', KEYS[1]) or ''
 if current ~= ARGV[1] then return {2, current} end
-local n = #KEYS - 2
-for i = 1, n do redis.call('SET', KEYS[i + 2], ARGV[5 + i]) end
+local per = tonumber(ARGV[6])
+for i = 3, #KEYS, per do
+  local stored = redis.call('GET', KEYS[i])
+  local newer = false
+  if stored then
+    local had = tonumber(string.match(stored, '"version":(%d+)'))
+    local given = tonumber(string.match(ARGV[i + 4], '"version":(%d+)'))
+    newer = had ~= nil and given ~= nil and had > given
+  end
+  if not newer then
+    for j = i, i + per - 1 do redis.call('SET', KEYS[j], ARGV[j + 4]) end
+  end
+end
 if ARGV[2] ~= '' then redis.call('SET', KEYS[1], ARGV[2]) end
 if ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[4], ARGV[5]) end
 return {0, ''}
+"""
+
+VERSIONS_LUA = """#!lua flags=no-writes
+-- The version of each stored public view part (KEYS), 0 where there is none.
+local out = {}
+for i = 1, #KEYS do
+  local v = redis.call('GET', KEYS[i])
+  out[i] = v and tonumber(string.match(v, '"version":(%d+)')) or 0
+end
+return out
 """
 
 LEASE_LUA = """#!lua
@@ -92,6 +117,7 @@ SCRIPTS = {
     "release": RELEASE_LUA,
     "feed": FEED_LUA,
     "read": READ_MANY_LUA,
+    "versions": VERSIONS_LUA,
 }
 """Every script by the name the projector calls it by."""
 SCRIPT_SHA = {

@@ -7,6 +7,7 @@ KEYS[2] events   stream, ids <version>-1, fields b (compact canonical JSON), h (
 KEYS[3] feed     shard feed stream, fields t (table), f (first version), l (last version)
 KEYS[4] cmdids   hash: "<table>|<command id>" -> "<first> <last> <result>"
 KEYS[5] secret   hash: caller's secrets, HSET in the same step
+KEYS[6..]        the table's view parts (strings), SET when events are appended
 
 ARGV[1]  table id            ARGV[2]  cmdids field
 ARGV[3]  expected version    ARGV[4]  expected head hash (hex)
@@ -15,7 +16,8 @@ ARGV[7]  last hash (hex) after the append
 ARGV[8]  status to set in the head ('' leaves it)
 ARGV[9]  feed MAXLEN ~ ('' never trims)
 ARGV[10] n secret pairs
-ARGV[11..]  n pairs (body, raw hash), then the secret pairs (field, value)
+ARGV[11..]  n pairs (body, raw hash), then the secret pairs (field, value), then one value
+            per view key
 
 Returns {0, first, last}                          appended
         {1, first, last, result, last raw hash}   command id seen: the first outcome
@@ -74,5 +76,15 @@ if ns > 0 then
   local kv = {}
   for j = 1, 2 * ns do kv[j] = ARGV[i + j - 1] end
   redis.call('HSET', KEYS[5], unpack(kv))
+end
+if n > 0 and #KEYS > 5 then
+  -- Views are derived data, as the projector's: to replicas, not into the AOF (after a
+  -- restart they are as of the last rewrite, and the projector folds the feed from there).
+  redis.set_repl(redis.REPL_REPLICA)
+  local v = i + 2 * ns
+  for k = 6, #KEYS do
+    redis.call('SET', KEYS[k], ARGV[v])
+    v = v + 1
+  end
 end
 return {0, first, last}

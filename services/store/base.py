@@ -114,6 +114,7 @@ class AppendRequest:
     result: bytes | str = b""
     secrets: Mapping[str, str] | None = None
     status: str | None = None
+    views: Mapping[str, str] | None = None
 
 
 # -- errors -----------------------------------------------------------------------------------
@@ -242,6 +243,10 @@ class EventStore(abc.ABC):
 
     keys: KeySpace
 
+    keeps_views = False
+    """Whether readers read the views that appends store (``append(views=...)``): a writer
+    builds them only for a store that keeps them."""
+
     @abc.abstractmethod
     async def append(
         self,
@@ -254,11 +259,15 @@ class EventStore(abc.ABC):
         *,
         secrets: Mapping[str, str] | None = None,
         status: str | None = None,
+        views: Mapping[str, str] | None = None,
     ) -> AppendResult:
         """Append one command's events atomically (see the module docstring).
 
         ``secrets`` are HSET into the table's secret hash and ``status`` into its head in the
-        same atomic step (also for a zero-event append; not for a duplicate).  Raises
+        same atomic step (also for a zero-event append; not for a duplicate).  ``views``, the
+        table's view parts at the new version (part name -> JSON text, as
+        ``services.view_parts`` stores them), are written in the same step when events are
+        appended (not for a zero-event append, a duplicate or a conflict).  Raises
         :class:`VersionConflict` when the head is not at ``expected_version``/``expected_hash``.
         """
 
@@ -280,6 +289,7 @@ class EventStore(abc.ABC):
                         r.result,
                         secrets=r.secrets,
                         status=r.status,
+                        views=r.views,
                     )
                 )
             except VersionConflict as exc:

@@ -30,6 +30,7 @@ class _Table:
     status: str | None = None
     has_head: bool = False
     secrets: dict[str, str] = field(default_factory=dict)
+    views: dict[str, str] = field(default_factory=dict)
 
     @property
     def last_hash(self) -> str:
@@ -65,6 +66,7 @@ class MemoryEventStore(EventStore):
         *,
         secrets: Mapping[str, str] | None = None,
         status: str | None = None,
+        views: Mapping[str, str] | None = None,
     ) -> AppendResult:
         check_append_args(table_id, expected_version, expected_hash, command_id)
         self.keys.cmdid_field(table_id, command_id)  # same validation as Redis
@@ -98,6 +100,8 @@ class MemoryEventStore(EventStore):
         self._commands[(table_id, command_id)] = _Command(first, last, result_bytes)
         if secrets:
             table.secrets.update(secrets)
+        if views and prepared:
+            table.views.update(views)
         return AppendResult(first, last, table.last_hash, False, result_bytes, tuple(prepared))
 
     async def read(
@@ -139,6 +143,12 @@ class MemoryEventStore(EventStore):
         check_table_id(table_id)
         table = self._tables.get(table_id)
         return dict(table.secrets) if table else {}
+
+    def views(self, table_id: str) -> dict[str, str]:
+        """The view parts the table's appends stored (part name -> JSON text)."""
+        check_table_id(table_id)
+        table = self._tables.get(table_id)
+        return dict(table.views) if table else {}
 
 
 def _position(position: str) -> tuple[int, int]:

@@ -77,6 +77,8 @@ class RedisEventStore(EventStore):
     approximately to that many entries (``None``: never; table streams are never trimmed);
     reads fetch ``read_chunk`` events per round trip."""
 
+    keeps_views = True
+
     def __init__(
         self,
         client: Redis,
@@ -115,6 +117,7 @@ class RedisEventStore(EventStore):
         result: bytes | str = b"",
         secrets: Mapping[str, str] | None = None,
         status: str | None = None,
+        views: Mapping[str, str] | None = None,
     ) -> _Call:
         """KEYS and ARGV of the append script for one append, and the events it would store."""
         check_append_args(table_id, expected_version, expected_hash, command_id)
@@ -149,6 +152,10 @@ class RedisEventStore(EventStore):
         for k, v in secret_items:
             args.append(k)
             args.append(v)
+        if views and encoded:
+            for part, view in views.items():
+                keys.append(ks.table_view(table_id, part))
+                args.append(view)
         return keys, args, [e for e, _ in encoded]
 
     @staticmethod
@@ -186,9 +193,18 @@ class RedisEventStore(EventStore):
         *,
         secrets: Mapping[str, str] | None = None,
         status: str | None = None,
+        views: Mapping[str, str] | None = None,
     ) -> AppendResult:
         keys, args, prepared = self.build_call(
-            table_id, expected_version, expected_hash, command_id, events, result, secrets, status
+            table_id,
+            expected_version,
+            expected_hash,
+            command_id,
+            events,
+            result,
+            secrets,
+            status,
+            views,
         )
         reply = await self._script(keys=keys, args=args)
         return self.finish_call(table_id, expected_version, expected_hash, result, prepared, reply)
@@ -214,6 +230,7 @@ class RedisEventStore(EventStore):
                 r.result,
                 r.secrets,
                 r.status,
+                r.views,
             )
             for r in requests
         ]

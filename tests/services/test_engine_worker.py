@@ -21,12 +21,15 @@ from prometheus_client import REGISTRY
 from events import commands as wc
 from services.engine_worker import GROUP, EngineWorker, results_channel
 from services.engine_worker.answers import AcksInFlight, acknowledge
+from services.engine_worker.streams import views_channel
 from services.settings import Settings, load_settings
 from services.shard_leases import fair_share, lease_key, registry_key
 from services.store.client import without_call_timeouts
 from services.store.redis_store import RedisEventStore
 from services.table import Table
 from services.table_service import Decision, Outcome, TableService
+from services.view_parts import STORED_PARTS
+from services.views_fold import TableFold
 
 SEED = bytes(range(32))
 
@@ -229,6 +232,39 @@ async def test_commands_are_applied_acked_and_hinted(
     types = [e.body["type"] for e in await store.read(table_id)]
     assert types[:4] == ["table_created", "player_joined", "player_joined", "deal_started"]
     assert metric("accepted") - accepted == 3
+
+
+async def test_views_are_current_when_the_answer_is(
+    redis_client: redis.asyncio.Redis, settings: Settings, store: RedisEventStore
+) -> None:
+    """No projector runs: each accepted command's views are stored with its append, at its
+    version, before its result hint, and a view hint ``<table> <version>`` is published."""
+    table_id = table_on(settings, 1)
+    pubsub = redis_client.pubsub()
+    await pubsub.subscribe(views_channel(settings))
+    async with Hints(redis_client, settings) as hints, running(settings):
+        for command in opening(table_id):
+            await send(redis_client, settings, command)
+            await hints.wait(command.command_id)
+            head = await store.head(table_id)
+            for part in STORED_PARTS:
+                raw = await redis_client.get(settings.keys.table_view(table_id, part))
+                assert raw is not None and json.loads(raw)["version"] == head.version, part
+    seen: list[str] = []
+    deadline = time.monotonic() + 1.0  # everything was published before the worker stopped
+    while time.monotonic() < deadline:
+        message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.1)
+        if message is not None:
+            seen += message["data"].decode().split("\n")
+    await pubsub.aclose()  # type: ignore[no-untyped-call]
+    head = await store.head(table_id)
+    assert seen and seen[-1] == f"{table_id} {head.version}"
+    assert [int(line.split()[1]) for line in seen] == sorted(int(line.split()[1]) for line in seen)
+    fold = TableFold(table_id)
+    for e in await store.read(table_id):
+        fold.apply_body(e.version, e.body)
+    for part, text in fold.views().items():
+        assert await redis_client.get(settings.keys.table_view(table_id, part)) == text.encode()
 
 
 class Batches(EngineWorker):

@@ -40,7 +40,7 @@ from services.store import EventStore, KeySpace, MemoryEventStore, RedisEventSto
 from services.table import Table, fold_table
 from services.table_service import Outcome, TableService
 from services.view_parts import STORED_PARTS, assemble, dump_view
-from services.views_fold import FoldError, TableFold
+from services.views_fold import FoldError, TableFold, table_views
 
 CARD = re.compile(r"[A2-7JQK][CDHS]")
 FIXTURE = Path(__file__).parents[1] / "events" / "fixtures" / "table_v1.jsonl"
@@ -128,7 +128,7 @@ class Game:
 async def play_games(
     store: EventStore, count: int, seed: int, *, prefix: str = "tbl", **options: Any
 ) -> list[Game]:
-    service = TableService(store)
+    service = TableService(store, store_views=False)
     rng = random.Random(seed)
     games = []
     for i in range(count):
@@ -204,7 +204,8 @@ def test_card_scan_finds_cards_in_legal_actions_and_tables() -> None:
 async def test_views_without_seeds_equal_the_engine_views_at_every_version() -> None:
     """Many random bot games on every rule preset: at every version the fold can show (every
     version but the two inside a deal's start), the views equal the engine's views of the
-    state folded with the seeds, and they never name a secret card."""
+    state folded with the seeds and the views a writer builds from that state, and they never
+    name a secret card."""
     store = MemoryEventStore(KeySpace("mem", shards=SHARDS))
     games: list[Game] = []
     for i, rules in enumerate(sorted(PRESETS)):
@@ -230,6 +231,7 @@ async def test_views_without_seeds_equal_the_engine_views_at_every_version() -> 
             for part, view in fold.view_dicts().items():  # orjson writes what json would
                 assert views[part] == json.dumps(view, separators=(",", ":"), ensure_ascii=False)
             assert json.loads(views["public"])["version"] == e.version
+            assert table_views(truth, e.body["time"]) == views  # what a writer stores with it
             assert_views_equal_engine(views, truth.match, table_id)
             assert_secret(views, truth.match)
             checked += 1
@@ -371,7 +373,7 @@ async def test_catch_up_writes_every_view_part_and_the_checkpoint(
     redis_client: redis.asyncio.Redis, keys: KeySpace, store: RedisEventStore
 ) -> None:
     games = await play_games(store, 6, seed=1)
-    half = Game(TableService(store), "tbl-half", random.Random(2))
+    half = Game(TableService(store, store_views=False), "tbl-half", random.Random(2))
     await half.start()
     await half.play(15)
     games.append(half)
@@ -414,7 +416,7 @@ async def test_catch_up_writes_every_view_part_and_the_checkpoint(
 async def test_a_restarted_projector_resumes_from_the_checkpoint(
     redis_client: redis.asyncio.Redis, keys: KeySpace, store: RedisEventStore
 ) -> None:
-    service = TableService(store)
+    service = TableService(store, store_views=False)
     rng = random.Random(3)
     games = [Game(service, f"tbl-{i}", rng, deals=3) for i in range(4)]
     for g in games:
@@ -490,7 +492,7 @@ async def test_each_write_publishes_a_hint_per_table(
     redis_client: redis.asyncio.Redis, keys: KeySpace, store: RedisEventStore
 ) -> None:
     hints = await _collect_hints(redis_client, keys.ns)
-    game = Game(TableService(store), "tbl-hint", random.Random(5))
+    game = Game(TableService(store, store_views=False), "tbl-hint", random.Random(5))
     await game.start()
     projector = Projector(redis_client, keys)
     await projector.catch_up()
@@ -508,7 +510,7 @@ async def test_projected_views_are_the_true_views_after_every_command(
 ) -> None:
     """Random bot games on Redis, the projector run after each command: at every version it
     writes, the views equal the engine's views of the true state and leak nothing."""
-    service = TableService(store)
+    service = TableService(store, store_views=False)
     rng = random.Random(6)
     projector = Projector(redis_client, keys)
     checked = 0
@@ -533,7 +535,7 @@ async def test_rebuild_gives_the_same_views_byte_for_byte(
     redis_client: redis.asyncio.Redis, keys: KeySpace, store: RedisEventStore
 ) -> None:
     games = await play_games(store, 5, seed=8)
-    half = Game(TableService(store), "tbl-half", random.Random(9))
+    half = Game(TableService(store, store_views=False), "tbl-half", random.Random(9))
     await half.start()
     await half.play(10)
     await Projector(redis_client, keys, batch_size=3).catch_up()
@@ -567,7 +569,7 @@ async def test_rebuild_while_tables_move_stands_for_the_feed_end_it_started_from
 ) -> None:
     """Appends that land during a rebuild are left to the catch-up after it: views then equal
     the views an incremental projector writes."""
-    service = TableService(store)
+    service = TableService(store, store_views=False)
     games = [Game(service, f"tbl-{i}", random.Random(i), deals=3) for i in range(6)]
     for g in games:
         await g.start()
@@ -595,7 +597,7 @@ async def test_rebuild_while_tables_move_stands_for_the_feed_end_it_started_from
 async def test_a_write_is_refused_when_the_checkpoint_moved_underneath(
     redis_client: redis.asyncio.Redis, keys: KeySpace, store: RedisEventStore
 ) -> None:
-    game = Game(TableService(store), "tbl-cas", random.Random(13))
+    game = Game(TableService(store, store_views=False), "tbl-cas", random.Random(13))
     await game.start()
     projector = Projector(redis_client, keys)
     await projector.catch_up()
@@ -614,7 +616,7 @@ async def test_a_write_is_refused_when_the_checkpoint_moved_underneath(
 async def test_a_feed_trimmed_past_the_checkpoint_is_reported(
     redis_client: redis.asyncio.Redis, keys: KeySpace, store: RedisEventStore
 ) -> None:
-    game = Game(TableService(store), "tbl-trim", random.Random(14))
+    game = Game(TableService(store, store_views=False), "tbl-trim", random.Random(14))
     await game.start()
     await game.play(5)
     shard = keys.shard_of("tbl-trim")
@@ -697,7 +699,7 @@ async def test_run_projector_follows_the_feeds_until_stopped(
     hints = await _collect_hints(redis_client, keys.ns)
     stop = asyncio.Event()
     task = asyncio.create_task(run_projector(settings, stop))
-    game = Game(TableService(store), "tbl-live", random.Random(11))
+    game = Game(TableService(store, store_views=False), "tbl-live", random.Random(11))
     await game.start()
     await game.play(10)
     head = await store.head("tbl-live")
@@ -736,7 +738,7 @@ async def test_run_projector_starts_again_from_redis_after_a_failed_round(
         await original(self, writes, stats)
 
     monkeypatch.setattr(Projector, "_commit", commit_once_failing)
-    game = Game(TableService(store), "tbl-fail", random.Random(15))
+    game = Game(TableService(store, store_views=False), "tbl-fail", random.Random(15))
     await game.start()
     settings = load_settings(redis_url=redis_url, namespace=keys.ns, shards=SHARDS)
     stop = asyncio.Event()

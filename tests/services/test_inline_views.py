@@ -1,0 +1,229 @@
+"""Views stored with the appends: the table service builds a decided command's views
+(``TableService.views_after``) and the append script stores them in the same atomic step as the
+events, so a view is current when the command's answer is.  They are the bytes the projector
+folds from the same events; they are written only with events; a projector folding behind them
+never undoes them; and a projector that finds a table's views current reads none of its events.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import redis.asyncio
+
+from engine.bots import make_bot
+from events import commands as wc
+from events.mapping import to_wire_command
+from services.projector import Projector
+from services.projector.records import ShardWrite
+from services.store import KeySpace, MemoryEventStore, RedisEventStore
+from services.store.base import VersionConflict
+from services.table_service import Outcome, TableService
+from services.view_parts import STORED_PARTS
+from services.views_fold import TableFold
+
+SHARDS = 4
+
+
+@pytest.fixture
+def keys(redis_ns: str) -> KeySpace:
+    return KeySpace(redis_ns, shards=SHARDS)
+
+
+@pytest.fixture
+def store(redis_client: redis.asyncio.Redis, keys: KeySpace) -> RedisEventStore:
+    return RedisEventStore(redis_client, keys)
+
+
+class ViewsKept(MemoryEventStore):
+    """The memory store, with a writer that builds views for it (as for Redis)."""
+
+    keeps_views = True
+
+
+async def play(
+    service: TableService, table_id: str, rng: random.Random, commands: int | None = None
+) -> list[Outcome]:
+    """Create a table (seat 1 a bot), join seat 0, then play bots' moves: ``commands`` of
+    them, or to the end of the match."""
+    outcomes = [
+        await service.execute(
+            wc.CreateTable(
+                command_id=f"{table_id}-create", table_id=table_id, deals=2, bots={1: "greedy"}
+            ),
+            None,
+        ),
+        await service.execute(
+            wc.Join(command_id=f"{table_id}-join-0", table_id=table_id, name="ana"), 0
+        ),
+    ]
+    bot = make_bot("random")
+    n = 0
+    while commands is None or n < commands:
+        table = outcomes[-1].table
+        assert table is not None and table.match is not None
+        match = table.match
+        if match.over:
+            break
+        command_id = f"{table_id}-cmd-{n:04d}"
+        if match.to_act is None:
+            command: wc.CommandModel = wc.NextDeal(command_id=command_id, table_id=table_id)
+            seat = 0
+        else:
+            seat = match.to_act
+            command = to_wire_command(bot.choose(match, seat, rng), table_id, command_id)
+        outcomes.append(await service.execute(command, seat))
+        assert outcomes[-1].ok, outcomes[-1].result
+        n += 1
+    return outcomes
+
+
+async def folded_views(store: MemoryEventStore | RedisEventStore, table_id: str) -> dict[str, str]:
+    """The projector's views of a table's stored events."""
+    fold = TableFold(table_id)
+    for e in await store.read(table_id):
+        fold.apply_body(e.version, e.body)
+    return fold.views()
+
+
+async def stored_views(
+    client: redis.asyncio.Redis, keys: KeySpace, table_id: str
+) -> dict[str, str | None]:
+    values = await client.mget([keys.table_view(table_id, p) for p in STORED_PARTS])
+    return {p: None if v is None else v.decode() for p, v in zip(STORED_PARTS, values, strict=True)}
+
+
+# --- the service's views are the projector's ---------------------------------------------------
+
+
+async def test_every_command_stores_the_views_the_projector_folds() -> None:
+    """At every version a command leaves, the views stored with its append are, byte for
+    byte, what the projector folds from the events up to there."""
+    store = ViewsKept(KeySpace("mem", shards=SHARDS))
+    service = TableService(store)
+    rng = random.Random(4)
+    checked = 0
+    for i in range(8):
+        table_id = f"inline-{i}"
+        outcomes = await play(service, table_id, rng, commands=None if i % 2 else 40)
+        table = outcomes[-1].table
+        assert table is not None
+        assert store.views(table_id) == await folded_views(store, table_id)
+        assert json.loads(store.views(table_id)["public"])["version"] == table.version
+        checked += len(outcomes)
+    assert checked > 200
+
+
+async def test_views_are_built_only_for_a_store_that_keeps_them() -> None:
+    kept, plain = ViewsKept(), MemoryEventStore()
+    await play(TableService(kept), "t-1", random.Random(1), commands=3)
+    await play(TableService(plain), "t-1", random.Random(1), commands=3)
+    await play(TableService(kept, store_views=False), "t-2", random.Random(1), commands=3)
+    assert set(kept.views("t-1")) == set(STORED_PARTS)
+    assert plain.views("t-1") == {} and kept.views("t-2") == {}
+
+
+# --- the append script ---------------------------------------------------------------------------
+
+
+async def test_the_append_stores_views_only_with_its_events(
+    redis_client: redis.asyncio.Redis, keys: KeySpace, store: RedisEventStore
+) -> None:
+    service = TableService(store)
+    outcomes = await play(service, "tbl-a", random.Random(2), commands=6)
+    table = outcomes[-1].table
+    assert table is not None and all(o.viewed for o in outcomes)
+    views = await stored_views(redis_client, keys, "tbl-a")
+    assert views == await folded_views(store, "tbl-a")
+
+    # a rejection (no event), a duplicate and a version conflict change no view
+    stale = wc.NextDeal(command_id="stale-cmd", table_id="tbl-a", expected_version=1)
+    rejected = await service.execute(stale, 0)
+    assert not rejected.ok and not rejected.viewed
+    again = await service.execute(wc.NextDeal(command_id="stale-cmd", table_id="tbl-a"), 0)
+    assert again.duplicate and not again.viewed
+    other = {p: json.dumps({"table_id": "tbl-a", "version": 999}) for p in STORED_PARTS}
+    with pytest.raises(VersionConflict):
+        await store.append(
+            "tbl-a", table.version - 1, table.hash, "late-cmd", [{"type": "x"}], views=other
+        )
+    assert await stored_views(redis_client, keys, "tbl-a") == views
+    appended = await store.append("tbl-a", table.version, table.hash, "none-cmd", (), views=other)
+    assert appended.first_version > appended.last_version
+    assert await stored_views(redis_client, keys, "tbl-a") == views
+
+
+# --- the projector beside them -------------------------------------------------------------------
+
+
+async def test_a_projector_reads_no_events_of_tables_whose_views_are_current(
+    redis_client: redis.asyncio.Redis, keys: KeySpace, store: RedisEventStore
+) -> None:
+    service = TableService(store)
+    rng = random.Random(5)
+    for i in range(5):
+        await play(service, f"cur-{i}", rng)
+    before = {f"cur-{i}": await stored_views(redis_client, keys, f"cur-{i}") for i in range(5)}
+    projector = Projector(redis_client, keys, batch_size=50)
+    stats = await projector.catch_up()
+    assert stats.entries > 0 and stats.events == 0 and stats.failed == 0
+    for table_id, views in before.items():
+        assert await stored_views(redis_client, keys, table_id) == views
+    for shard in range(SHARDS):  # the checkpoints still reach the feed ends
+        feed = await redis_client.xrevrange(keys.feed(shard), count=1)
+        if feed:
+            checkpoint = await redis_client.get(projector.checkpoint_key(shard))
+            assert checkpoint == feed[0][0]
+    rebuilt = Projector(redis_client, keys)
+    assert (await rebuilt.rebuild()).failed == 0
+    for table_id, views in before.items():  # and a rebuild gives the same bytes
+        assert await stored_views(redis_client, keys, table_id) == views
+
+
+async def test_a_projector_folds_what_was_appended_without_views(
+    redis_client: redis.asyncio.Redis, keys: KeySpace, store: RedisEventStore
+) -> None:
+    """Some commands stored views, some did not (a writer with ``store_views=False``): the
+    projector folds exactly the tables left behind, and ends at the current views."""
+    rng = random.Random(6)
+    with_views, without = TableService(store), TableService(store, store_views=False)
+    await play(with_views, "mix-a", rng, commands=10)
+    await play(without, "mix-b", rng, commands=10)
+    projector = Projector(redis_client, keys, batch_size=50)
+    stats = await projector.catch_up()
+    head_b = await store.head("mix-b")
+    assert stats.events == head_b.version  # mix-b folded from its first event, mix-a not at all
+    for table_id in ("mix-a", "mix-b"):
+        views = await stored_views(redis_client, keys, table_id)
+        assert views == await folded_views(store, table_id)
+
+
+async def test_a_projector_behind_never_undoes_newer_views(
+    redis_client: redis.asyncio.Redis, keys: KeySpace, store: RedisEventStore
+) -> None:
+    service = TableService(store)
+    outcomes = await play(service, "late", random.Random(7), commands=8)
+    current = await stored_views(redis_client, keys, "late")
+    fold = TableFold("late")
+    older = outcomes[3].last_version
+    assert older < outcomes[-1].last_version
+    for e in await store.read("late", 1, older):  # a fold of an older version
+        fold.apply_body(e.version, e.body)
+    projector = Projector(redis_client, keys)
+    shard = keys.shard_of("late")
+    checkpoint = (await redis_client.get(projector.checkpoint_key(shard)) or b"").decode()
+    write = ShardWrite(shard, checkpoint, checkpoint)
+    write.views.update(zip(projector.view_keys("late"), fold.views().values(), strict=True))
+    (reply,) = await projector._run([projector._write_call(write)])
+    assert int(reply[0]) == 0  # written: the checkpoint matched ...
+    assert await stored_views(redis_client, keys, "late") == current  # ... and nothing undone
+    assert outcomes[-1].table is not None
+    assert json.loads(current["public"] or "{}")["version"] == outcomes[-1].table.version
+    # views of the same version are written again (a rebuild rewrites what it finds)
+    same = ShardWrite(shard, checkpoint, checkpoint)
+    rewritten = {p: v.replace('"ana"', '"ann"') for p, v in current.items() if v is not None}
+    same.views.update(zip(projector.view_keys("late"), rewritten.values(), strict=True))
+    await projector._run([projector._write_call(same)])
+    assert await stored_views(redis_client, keys, "late") == rewritten
