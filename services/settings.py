@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     batch_size: int = Field(default=200, ge=1, le=10_000)
     claim_idle_ms: int = Field(default=5_000, ge=100)
     lease_ms: int = Field(default=10_000, ge=1_000)
+    projector_linger_ms: int = Field(default=50, ge=0, le=5_000)
+    """How long a projector waits after a round that found every view current (the engine
+    workers store views with their appends): its next round then reads a bigger batch."""
     result_wait_ms: int = Field(default=5_000, ge=0)
     resume_gap: int = Field(default=500, ge=1)
     insecure_deal_key: str | None = Field(

@@ -78,7 +78,7 @@ async def run_projector(
         if rebuild:
             await projector.rebuild()
         log.info("projector_started", shards=settings.shards, namespace=settings.namespace)
-        await _follow(projector, stop, settings.lease_ms)
+        await _follow(projector, stop, settings.lease_ms, settings.projector_linger_ms)
     finally:
         with contextlib.suppress(Exception):
             await projector.release()
@@ -90,10 +90,18 @@ async def run_projector(
     return projector
 
 
-async def _follow(projector: Projector, stop: asyncio.Event, lease_ms: int) -> None:
+async def _follow(
+    projector: Projector, stop: asyncio.Event, lease_ms: int, linger_ms: int = 0
+) -> None:
     """Balance the leases every third of ``lease_ms`` (:meth:`Projector.balance`) and run rounds
     on the shards held until ``stop`` is set; a round that fails on Redis starts again from
-    what Redis holds."""
+    what Redis holds.
+
+    A round whose tables all had their views stored already (by the engine workers' appends)
+    is followed by a pause of ``linger_ms``: nothing waits for this projector then, and the
+    next round reads what came meanwhile at once (fewer, bigger rounds).  A round that folded
+    a table goes straight on.
+    """
     interval = lease_ms / 3000
     block_ms = int(min(500, lease_ms / 3))
     next_claim = 0.0
@@ -104,10 +112,13 @@ async def _follow(projector: Projector, stop: asyncio.Event, lease_ms: int) -> N
                 await projector.balance()
                 next_claim = now + interval
             if projector.owned:
-                await projector.step(block_ms=block_ms)
+                stats = await projector.step(block_ms=block_ms)
                 collect_at_rest()  # between rounds: what is young now is what the round kept
-                continue
-            pause = interval
+                if not stats.entries or stats.tables or stats.failed or not linger_ms:
+                    continue
+                pause = linger_ms / 1000
+            else:
+                pause = interval
         except (RedisError, OSError) as exc:  # Redis away: start again from what it holds
             projector.log.error("round_failed", error=str(exc))
             projector.reset()

@@ -7,8 +7,10 @@ never undoes them; and a projector that finds a table's views current reads none
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
+from typing import Any
 
 import pytest
 import redis.asyncio
@@ -17,7 +19,8 @@ from engine.bots import make_bot
 from events import commands as wc
 from events.mapping import to_wire_command
 from services.projector import Projector
-from services.projector.records import ShardWrite
+from services.projector import run as follow_module
+from services.projector.records import RoundStats, ShardWrite
 from services.store import KeySpace, MemoryEventStore, RedisEventStore
 from services.store.base import VersionConflict
 from services.table_service import Outcome, TableService
@@ -227,3 +230,50 @@ async def test_a_projector_behind_never_undoes_newer_views(
     same.views.update(zip(projector.view_keys("late"), rewritten.values(), strict=True))
     await projector._run([projector._write_call(same)])
     assert await stored_views(redis_client, keys, "late") == rewritten
+
+
+class ScriptedRounds:
+    """A projector whose rounds report what a script says (for ``_follow``'s pauses)."""
+
+    def __init__(self, rounds: list[RoundStats], stop: asyncio.Event) -> None:
+        self.rounds = rounds
+        self.stop = stop
+        self.owned = {0}
+
+    async def balance(self) -> None:
+        return None
+
+    async def step(self, block_ms: int | None = None) -> RoundStats:
+        stats = self.rounds.pop(0)
+        if not self.rounds:
+            self.stop.set()
+        return stats
+
+
+async def test_a_projector_lingers_only_after_rounds_that_found_every_view_current(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pauses: list[float] = []
+
+    async def no_wait(awaitable: Any, timeout: float) -> None:
+        pauses.append(timeout)
+        awaitable.close()
+        raise TimeoutError
+
+    monkeypatch.setattr(follow_module.asyncio, "wait_for", no_wait)
+    stop = asyncio.Event()
+    rounds = [
+        RoundStats(entries=5),  # every table current: linger
+        RoundStats(entries=5, events=9, tables=2),  # folded: straight on
+        RoundStats(),  # the blocking read timed out: straight on
+        RoundStats(entries=3, failed=1),  # a fold failed: straight on
+        RoundStats(entries=7),  # current again: linger
+    ]
+    projector = ScriptedRounds(rounds, stop)
+    await follow_module._follow(projector, stop, 10_000, 40)  # type: ignore[arg-type]
+    assert pauses == [0.04, 0.04]
+    pauses.clear()
+    stop.clear()
+    projector.rounds = [RoundStats(entries=5), RoundStats(entries=5)]
+    await follow_module._follow(projector, stop, 10_000, 0)  # type: ignore[arg-type]
+    assert pauses == []  # no linger set: never a pause
