@@ -1,6 +1,7 @@
-"""Views are derived data kept out of Redis's append-only file: after a restart of Redis the events
-are all there, the views and checkpoints are as of the last AOF rewrite (or gone), and the
-projector folds the feed from there back to the same views, byte for byte.
+"""Views are derived data kept out of Redis's append-only file, those the appends store and those
+the projector writes: after a restart of Redis the events are all there, the views and
+checkpoints are as of the last AOF rewrite (or gone), and the projector folds the feed from
+there back to the same views, byte for byte.
 
 Each test starts its own private Redis (AOF on, fsync at every write) in a temporary folder and
 restarts it on the same folder.
@@ -92,6 +93,7 @@ async def test_after_a_restart_the_projector_folds_the_views_back(server: Server
     for g in games:
         await g.start()
         await g.play(12)
+    assert await all_view_values(client, NS), "the appends stored views (TableService)"
     await Projector(client, keys).catch_up()
     written = server.appended_since_rewrite()
     assert b":ev" in written, "the events are in the AOF"
