@@ -8,12 +8,12 @@ immutable value: ``apply`` returns the next one.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from engine.cards import Card
 from engine.game import evolve
-from engine.state import Match
+from engine.state import Match, changed
 from events import domain as wd
 from events.chain import GENESIS_HASH
 from events.envelope import BODY_KEYS
@@ -88,7 +88,7 @@ class Table:
                 seeds[int(number)] = parse_seed(value)
             elif kind == "token":
                 tokens[int(number)] = value
-        return replace(self, seeds=seeds, token_hashes=tokens)
+        return changed(self, seeds=seeds, token_hashes=tokens)
 
     def after(
         self,
@@ -113,19 +113,19 @@ class Table:
         table = self.with_secrets(secrets)
         for event in events:
             table = table._seated(event)
-        return replace(table, version=self.version + len(events), match=match)
+        return changed(table, version=self.version + len(events), match=match)
 
     def stored_as(self, appended: Head) -> Table:
         """Return the table with the version and hash of the last event stored."""
-        return replace(self, version=appended.last_version, hash=appended.last_hash)
+        return changed(self, version=appended.last_version, hash=appended.last_hash)
 
     def apply(self, event: wd.TableEvent, version: int, hash: str) -> Table:
         """Return the table after one of its events (stored at ``version`` with ``hash``)."""
-        table = replace(self._seated(event), version=version, hash=hash)
+        table = changed(self._seated(event), version=version, hash=hash)
         match = table.match
         for engine_event in to_engine(event, table.deck_of):
             match = evolve(match, engine_event)
-        return replace(table, match=match)
+        return changed(table, match=match)
 
     def _seated(self, event: wd.TableEvent) -> Table:
         """Return the table with what an event changes besides the match: a seat taken, the
@@ -133,11 +133,11 @@ class Table:
         if isinstance(event, wd.PlayerJoined):
             holder = SeatHolder(event.name, event.bot)
             seats = (holder, self.seats[1]) if event.seat == 0 else (self.seats[0], holder)
-            return replace(self, seats=seats)
+            return changed(self, seats=seats)
         if isinstance(event, wd.TableCreated):
-            return replace(self, turn_seconds=event.turn_seconds)
+            return changed(self, turn_seconds=event.turn_seconds)
         if isinstance(event, wd.DealStarted):
-            return replace(self, algorithms={**self.algorithms, event.number: event.algorithm})
+            return changed(self, algorithms={**self.algorithms, event.number: event.algorithm})
         return self
 
 

@@ -153,8 +153,9 @@ class RedisEventStore(EventStore):
             args.append(k)
             args.append(v)
         if views and encoded:
+            base = ks.table_view(table_id) + ":"  # = ks.table_view(table_id, part) for each part
             for part, view in views.items():
-                keys.append(ks.table_view(table_id, part))
+                keys.append(base + part)
                 args.append(view)
         return keys, args, [e for e, _ in encoded]
 
