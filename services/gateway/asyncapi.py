@@ -74,8 +74,8 @@ def document() -> dict[str, Any]:
         "ViewHint": _message(
             "viewHint",
             "View hint",
-            "'<table_id> <version>' lines: the projector wrote each table's views at that "
-            "version (one message a shard write).",
+            "'<table_id> <version>' lines: each table's views are stored at that version "
+            "(one message a batch of an engine worker, or a shard write of a projector).",
             s.ref("ViewHint", TypeAdapter(m.ViewHint)),
         ),
         "Hello": _message(
@@ -156,7 +156,8 @@ def document() -> dict[str, Any]:
         "views": {
             "address": "{namespace}:views",
             "title": "View hints",
-            "description": "Redis pub/sub. The projector publishes after each view write; the "
+            "description": "Redis pub/sub. The engine worker publishes after each batch for "
+            "the views its appends stored, the projector after each view write of its own; the "
             "gateway sends the new events and views to the table's sockets.",
             "parameters": {"namespace": namespace},
             "servers": [{"$ref": "#/servers/redis"}],
@@ -204,7 +205,7 @@ def document() -> dict[str, Any]:
         ),
         "publishResult": op("send", "results", ("ResultHint",), "Engine worker: PUBLISH."),
         "awaitResult": op("receive", "results", ("ResultHint",), "Gateway: SUBSCRIBE."),
-        "publishView": op("send", "views", ("ViewHint",), "Projector: PUBLISH."),
+        "publishView": op("send", "views", ("ViewHint",), "Engine worker and projector: PUBLISH."),
         "followViews": op("receive", "views", ("ViewHint",), "Gateway: SUBSCRIBE."),
         "streamTable": op(
             "send",
