@@ -18,6 +18,7 @@ import redis.asyncio
 from engine.bots import make_bot
 from events import commands as wc
 from events.mapping import to_wire_command
+from services import table_service as table_service_module
 from services.projector import Projector
 from services.projector import run as follow_module
 from services.projector.records import RoundStats, ShardWrite
@@ -277,3 +278,25 @@ async def test_a_projector_lingers_only_after_rounds_that_found_every_view_curre
     projector.rounds = [RoundStats(entries=5), RoundStats(entries=5)]
     await follow_module._follow(projector, stop, 10_000, 0)  # type: ignore[arg-type]
     assert pauses == []  # no linger set: never a pause
+
+
+async def test_views_that_cannot_be_built_never_refuse_a_command(
+    redis_client: redis.asyncio.Redis,
+    keys: KeySpace,
+    store: RedisEventStore,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bug in building views: the command is accepted and appended without them, and the
+    projector folds the table to the views it would have had."""
+
+    def broken(*_: object) -> dict[str, str]:
+        raise RuntimeError("no views today")
+
+    monkeypatch.setattr(table_service_module, "table_views", broken)
+    outcomes = await play(TableService(store), "broken", random.Random(8), commands=4)
+    assert all(o.ok and not o.viewed for o in outcomes)
+    assert set((await stored_views(redis_client, keys, "broken")).values()) == {None}
+    monkeypatch.undo()
+    stats = await Projector(redis_client, keys).catch_up()
+    assert stats.failed == 0 and stats.events == (await store.head("broken")).version
+    assert await stored_views(redis_client, keys, "broken") == await folded_views(store, "broken")
