@@ -149,6 +149,8 @@ class ProjectorRound(ProjectorLeases, ProjectorFetch):
         APPLIED.inc(stats.events)
         if newest:
             LAG.set(max(0.0, self.clock() - newest / 1000))
+        elif targets and not behind:
+            LAG.set(0)  # every view of the round was current (stored with its append)
         return stats
 
     def _writes(

@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 import redis.asyncio
+from prometheus_client import REGISTRY
 
 from engine.bots import make_bot
 from events import commands as wc
 from events.mapping import to_wire_command
 from services import table_service as table_service_module
-from services.projector import Projector
+from services.projector import LAG, Projector
 from services.projector import run as follow_module
 from services.projector.records import RoundStats, ShardWrite
 from services.store import KeySpace, MemoryEventStore, RedisEventStore
@@ -171,8 +172,10 @@ async def test_a_projector_reads_no_events_of_tables_whose_views_are_current(
         await play(service, f"cur-{i}", rng)
     before = {f"cur-{i}": await stored_views(redis_client, keys, f"cur-{i}") for i in range(5)}
     projector = Projector(redis_client, keys, batch_size=50)
+    LAG.set(5.0)
     stats = await projector.catch_up()
     assert stats.entries > 0 and stats.events == 0 and stats.failed == 0
+    assert REGISTRY.get_sample_value("conquian_projector_lag_seconds") == 0  # caught up
     for table_id, views in before.items():
         assert await stored_views(redis_client, keys, table_id) == views
     for shard in range(SHARDS):  # the checkpoints still reach the feed ends
