@@ -213,13 +213,18 @@ async def execute_many(
         finally:
             if on_append is not None:
                 on_append(time.perf_counter() - started)
+        finished: list[str] = []
         for plan, reply in zip(plans, replies, strict=True):
             try:
                 if isinstance(reply, VersionConflict):
                     results[plan.index] = await service.execute(plan.command, plan.seat)
                 else:
                     results[plan.index] = _finish(service, plan, reply)
+                    if plan.request.status == "over" and not reply.duplicate:
+                        finished.append(plan.table.table_id)  # its last event: give memory back
             except Exception as exc:  # reported per command, table stops here
                 results[plan.index] = exc
                 queues.pop(plan.table.table_id, None)
+        if finished:
+            await service.seal_finished(finished)
     return results

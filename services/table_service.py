@@ -18,7 +18,7 @@ import hmac
 import json
 import secrets as random_source
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -191,7 +191,7 @@ class TableService:
         if appended.duplicate:
             return _replayed(appended)
         if _status(table, decision.events) == "over":  # the table's last event: give memory back
-            await self.store.seal(table.table_id)
+            await self.seal_finished([table.table_id])
         new = following.stored_as(appended)
         self._remember(new)
         return Outcome(
@@ -234,6 +234,19 @@ class TableService:
         except Exception:  # views are derived data: never a reason to refuse a command
             _log.exception("views not built", table=following.table_id, version=following.version)
             return None
+
+    async def seal_finished(self, table_ids: Sequence[str]) -> None:
+        """Give back the memory that finished tables' streams keep for more appends
+        (``EventStore.seal``, after a table's last event).
+
+        A failure is logged, not raised: the table is whole either way, and the command that
+        ended it was appended.
+        """
+        for table_id in table_ids:
+            try:
+                await self.store.seal(table_id)
+            except Exception:
+                _log.exception("seal failed", table=table_id)
 
     # --- deciding ------------------------------------------------------------------------------
 

@@ -198,3 +198,49 @@ async def test_proceed_stops_one_table_between_rounds(rounds: int) -> None:
     alone = service()
     await execute_many(alone, opening("T2"))
     assert await svc.store.head("T2") == await alone.store.head("T2")
+
+
+class SealsKept(MemoryEventStore):
+    """The memory store, recording the tables it was asked to seal."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sealed: list[str] = []
+
+    async def seal(self, table_id: str) -> None:
+        self.sealed.append(table_id)
+        await super().seal(table_id)
+
+
+async def test_a_table_ended_in_a_batch_is_sealed_once() -> None:
+    """The command that ends a match (here a resignation) gives the table's memory back, as
+    ``execute`` does; a redelivery of it (a duplicate) does not seal again."""
+    store = SealsKept()
+    svc = service(store)
+    items = [*opening("S1"), *opening("S2")]
+    resign = (wc.Resign(table_id="S1", command_id="resign-S1"), 0)
+    results = await execute_many(svc, [*items, resign])
+    assert all(isinstance(r, Outcome) and r.ok for r in results)
+    assert (await store.head("S1")).status == "over" and (await store.head("S2")).status != "over"
+    assert store.sealed == ["S1"]
+    again = await execute_many(svc, [resign])
+    assert isinstance(again[0], Outcome) and again[0].duplicate
+    assert store.sealed == ["S1"]
+
+
+async def test_a_seal_that_fails_leaves_the_ending_command_accepted() -> None:
+    class SealFails(MemoryEventStore):
+        async def seal(self, table_id: str) -> None:
+            raise ConnectionError("Redis went away after the append")
+
+    for run in ("batch", "one"):
+        svc = service(SealFails())
+        for command, seat in opening("F1"):
+            assert (await svc.execute(command, seat)).ok
+        resign = wc.Resign(table_id="F1", command_id="resign-F1")
+        if run == "batch":
+            (outcome,) = await execute_many(svc, [(resign, 0)])
+        else:
+            outcome = await svc.execute(resign, 0)
+        assert isinstance(outcome, Outcome) and outcome.ok, run
+        assert (await svc.store.head("F1")).status == "over"
