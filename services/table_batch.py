@@ -226,5 +226,5 @@ async def execute_many(
                 results[plan.index] = exc
                 queues.pop(plan.table.table_id, None)
         if finished:
-            await service.seal_finished(finished)
+            service.seal_soon(finished)
     return results

@@ -14,6 +14,7 @@ the key knows every deck: never set it in a deployment that deals real games.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import secrets as random_source
@@ -118,6 +119,7 @@ class TableService:
         self.insecure_deal_key = insecure_deal_key
         self.token_hasher = token_hasher
         self._cache: Lru[str, Table] = Lru(cache_size)
+        self._sealing: set[asyncio.Task[None]] = set()
 
     # --- loading -------------------------------------------------------------------------------
 
@@ -247,6 +249,18 @@ class TableService:
                 await self.store.seal(table_id)
             except Exception:
                 _log.exception("seal failed", table=table_id)
+
+    def seal_soon(self, table_ids: Sequence[str]) -> None:
+        """:meth:`seal_finished` in a task of its own: nothing waits for it (no command comes
+        after a table's last event), so a batch does not wait a round trip for it."""
+        task = asyncio.create_task(self.seal_finished(list(table_ids)), name="seal")
+        self._sealing.add(task)
+        task.add_done_callback(self._sealing.discard)
+
+    async def sealed(self) -> None:
+        """Wait until the seals started by :meth:`seal_soon` are done."""
+        while self._sealing:
+            await asyncio.gather(*self._sealing)
 
     # --- deciding ------------------------------------------------------------------------------
 

@@ -275,6 +275,8 @@ class EngineWorker:
             await self.app.stop()
         finally:
             await self.acks.drain()
+            if self._service is not None:
+                await self._service.sealed()  # finished tables' memory, given back
             await self.client.aclose()
         self.log.info("engine worker stopped")
 

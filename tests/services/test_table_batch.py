@@ -220,10 +220,12 @@ async def test_a_table_ended_in_a_batch_is_sealed_once() -> None:
     items = [*opening("S1"), *opening("S2")]
     resign = (wc.Resign(table_id="S1", command_id="resign-S1"), 0)
     results = await execute_many(svc, [*items, resign])
+    await svc.sealed()
     assert all(isinstance(r, Outcome) and r.ok for r in results)
     assert (await store.head("S1")).status == "over" and (await store.head("S2")).status != "over"
     assert store.sealed == ["S1"]
     again = await execute_many(svc, [resign])
+    await svc.sealed()
     assert isinstance(again[0], Outcome) and again[0].duplicate
     assert store.sealed == ["S1"]
 
@@ -240,6 +242,7 @@ async def test_a_seal_that_fails_leaves_the_ending_command_accepted() -> None:
         resign = wc.Resign(table_id="F1", command_id="resign-F1")
         if run == "batch":
             (outcome,) = await execute_many(svc, [(resign, 0)])
+            await svc.sealed()
         else:
             outcome = await svc.execute(resign, 0)
         assert isinstance(outcome, Outcome) and outcome.ok, run
