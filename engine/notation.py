@@ -14,6 +14,8 @@ cards, melds, tables and outcomes (``engine.card_notation``) and of whole positi
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from engine import events as ev
 from engine.actions import Action, Discard, Force, Leave, MeldHand, Refuse, Take, TurnCard, Waive
 from engine.card_notation import (
@@ -27,7 +29,7 @@ from engine.card_notation import (
     parse_outcome,
     table_order,
 )
-from engine.cards import format_card, format_cards, parse_card
+from engine.cards import CardMask, format_card, format_cards, parse_card
 from engine.errors import NotationError
 from engine.events import Decline
 from engine.melds import Meld
@@ -75,11 +77,16 @@ def format_action(action: Action) -> str:
     if isinstance(action, Discard):
         return f"discard {format_card(action.card)}"
     if isinstance(action, Take | MeldHand):
-        verb = "take" if isinstance(action, Take) else "meld"
-        hand = f" {format_hand(action.hand)}" if action.hand else ""
-        table = "" if action.table is None else f" => {format_table(action.table)}"
-        return verb + hand + table
+        return _take_text("take" if isinstance(action, Take) else "meld", action.hand, action.table)
     return _SIMPLE_NAMES[type(action)]
+
+
+# Every view lists the legal takes of the seat to act, and the same takes come back state after
+# state: their text is remembered (a hand mask and a tuple of melds are their own key).
+@lru_cache(maxsize=65_536)
+def _take_text(verb: str, hand: CardMask, table: tuple[Meld, ...] | None) -> str:
+    cards = f" {format_hand(hand)}" if hand else ""
+    return verb + cards + ("" if table is None else f" => {format_table(table)}")
 
 
 def parse_action(text: str) -> Action:
