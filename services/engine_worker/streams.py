@@ -11,9 +11,3 @@ GROUP = "engine"
 def results_channel(settings: Settings) -> str:
     """The channel of result hints: ``<ns>:results``."""
     return f"{settings.namespace}:results"
-
-
-def views_channel(settings: Settings) -> str:
-    """The channel of view hints, ``<table_id> <version>`` a line: ``<ns>:views`` (the
-    projectors publish the views they write, the workers the views their appends stored)."""
-    return f"{settings.namespace}:views"

@@ -1,8 +1,9 @@
 """One Redis pub/sub listener per gateway process, fanning hints out to whoever waits.
 
 The engine worker publishes ``{"table_id", "command_id", "result"}`` on ``<ns>:results`` after
-each batch, the projector ``<table_id> <version>`` on ``<ns>:views`` after each view write
-(``docs/services.md``), one message a batch with one hint a line.  The hub subscribes to both
+each batch, and ``<table_id> <version>`` on ``<ns>:views`` for the views stored (the engine
+worker after each batch, the projector after each view write; ``docs/services.md``), one
+message a batch with one hint a line.  The hub subscribes to both
 on one connection and
 
 * wakes the HTTP request (or WebSocket command) waiting for that command's result;
@@ -25,6 +26,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from services.gateway import metrics
+from services.view_parts import views_channel
 
 Watcher = Callable[[int | None], None]
 """Called with the view version of a view hint, None for a result hint (new events), or -1
@@ -46,7 +48,7 @@ class Hub:
     def __init__(self, redis: Redis, namespace: str, log: Any) -> None:
         self.redis = redis
         self.results_channel = f"{namespace}:results"
-        self.views_channel = f"{namespace}:views"
+        self.views_channel = views_channel(namespace)
         self.log = log
         self._waiters: dict[tuple[str, str], set[ResultWait]] = {}
         self._watchers: dict[str, set[Watcher]] = {}

@@ -186,7 +186,7 @@ ViewHint = Annotated[
     str,
     Field(
         pattern=r"^[A-Za-z0-9_-]{1,64} [0-9]+(\n[A-Za-z0-9_-]{1,64} [0-9]+)*$",
-        description="Published on <ns>:views by the projector after each shard write: "
-        "'<table_id> <version>', one line a table",
+        description="Published on <ns>:views by the engine worker after each batch and by the "
+        "projector after each shard write: '<table_id> <version>', one line a table",
     ),
 ]

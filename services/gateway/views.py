@@ -1,12 +1,12 @@
-"""The projector's read models of a table, read from Redis, waited for when asked to.
+"""A table's read models, read from Redis, waited for when asked to.
 
-The projector stores a table's view parts (``public``, ``seat0``, ``seat1``) at
-``KeySpace.table_view(table_id, part)``, each with the table ``version`` it was built to
-(``docs/services.md``).  A viewer (``public``, ``seat0``, ``seat1``, ``spectator``) gets its view
-put together from the parts it needs, read in one ``MGET`` (``services.view_parts.assemble``);
-the gateway decides nothing about what a viewer may see.  A request that needs a view at least
-as new as a version (``min_version``, e.g. the version a command answered with) waits for the
-projector's hint on ``<ns>:views`` up to a deadline.
+The engine worker (with each append) and the projector store a table's view parts
+(``public``, ``seat0``, ``seat1``) at ``KeySpace.table_view(table_id, part)``, each with the
+table ``version`` it was built to (``docs/services.md``).  A viewer (``public``, ``seat0``,
+``seat1``, ``spectator``) gets its view put together from the parts it needs, read in one
+``MGET`` (``services.view_parts.assemble``); the gateway decides nothing about what a viewer
+may see.  A request that needs a view at least as new as a version (``min_version``, e.g. the
+version a command answered with) waits for a view hint on ``<ns>:views`` up to a deadline.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from services.projector.records import ShardWrite
 from services.projector.scripts import SCRIPT_SHA, SCRIPTS
 from services.store.keys import KeySpace
 from services.store.redis_store import READ_CHUNK
-from services.view_parts import STORED_PARTS
+from services.view_parts import STORED_PARTS, views_channel
 from services.views_fold import TableFold
 
 CHECKPOINT = "projector"
@@ -55,7 +55,7 @@ class ProjectorCore:
         self.lease_ms = lease_ms
         self.read_chunk = read_chunk
         self.clock = clock
-        self.channel = f"{keys.ns}:views"
+        self.channel = views_channel(keys.ns)
         self.positions: dict[int, str] = {}
         """The checkpoint of each shard as this projector knows it ('' when none yet)."""
         self.owned: set[int] = set()

@@ -21,14 +21,13 @@ from prometheus_client import REGISTRY
 from events import commands as wc
 from services.engine_worker import GROUP, EngineWorker, results_channel
 from services.engine_worker.answers import AcksInFlight, acknowledge
-from services.engine_worker.streams import views_channel
 from services.settings import Settings, load_settings
 from services.shard_leases import fair_share, lease_key, registry_key
 from services.store.client import without_call_timeouts
 from services.store.redis_store import RedisEventStore
 from services.table import Table
 from services.table_service import Decision, Outcome, TableService
-from services.view_parts import STORED_PARTS
+from services.view_parts import STORED_PARTS, views_channel
 from services.views_fold import TableFold
 
 SEED = bytes(range(32))
@@ -241,7 +240,7 @@ async def test_views_are_current_when_the_answer_is(
     version, before its result hint, and a view hint ``<table> <version>`` is published."""
     table_id = table_on(settings, 1)
     pubsub = redis_client.pubsub()
-    await pubsub.subscribe(views_channel(settings))
+    await pubsub.subscribe(views_channel(settings.namespace))
     async with Hints(redis_client, settings) as hints, running(settings):
         for command in opening(table_id):
             await send(redis_client, settings, command)
