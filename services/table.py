@@ -90,26 +90,16 @@ class Table:
                 tokens[int(number)] = value
         return changed(self, seeds=seeds, token_hashes=tokens)
 
-    def after(
-        self,
-        events: Sequence[wd.TableEvent],
-        match: Match | None,
-        secrets: Mapping[str, str],
-        appended: Head,
-    ) -> Table:
-        """Return the table after a decided command, its match already folded by the engine.
-
-        The same table as ``with_secrets`` then ``apply`` of each event would give, without
-        mapping the wire events back to the engine (and shuffling a new deal's deck again);
-        ``appended`` gives the version and hash of the last event stored.
-        """
-        return self.next(events, match, secrets).stored_as(appended)
-
     def next(
         self, events: Sequence[wd.TableEvent], match: Match | None, secrets: Mapping[str, str]
     ) -> Table:
-        """Return the table after a decided command's events, before they are stored: its
-        version counts them, its hash is still the one before (:meth:`stored_as` sets it)."""
+        """Return the table after a decided command's events, its match already folded by the
+        engine, before the events are stored: its version counts them, its hash is still the
+        one before (:meth:`stored_as` sets it).
+
+        The same table as ``with_secrets`` then ``apply`` of each event would give, without
+        mapping the wire events back to the engine (and shuffling a new deal's deck again).
+        """
         table = self.with_secrets(secrets)
         for event in events:
             table = table._seated(event)

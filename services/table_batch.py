@@ -45,7 +45,6 @@ from services import compact_json
 from services.store.base import AppendRequest, AppendResult, VersionConflict
 from services.table import Table
 from services.table_service import (
-    Decision,
     Outcome,
     TableError,
     TableService,
@@ -75,9 +74,8 @@ class _Plan:
     command: wc.Command
     seat: int | None
     request: AppendRequest
-    decision: Decision | None  # None: a rejection
     result: dict[str, Any]
-    following: Table | None = None  # the table after the decision's events, hash not known yet
+    following: Table | None  # after the decision's events, hash not known yet; None: rejected
 
 
 def _plan(service: TableService, index: int, table: Table, item: BatchItem, now: int) -> _Plan:
@@ -96,7 +94,7 @@ def _plan(service: TableService, index: int, table: Table, item: BatchItem, now:
             (),
             compact_json.dumps(result),
         )
-        return _Plan(index, table, command, seat, request, None, result)
+        return _Plan(index, table, command, seat, request, result, None)
     result = {"ok": True, **decision.result}
     following = table.next(decision.events, decision.match, decision.secrets)
     request = AppendRequest(
@@ -110,14 +108,14 @@ def _plan(service: TableService, index: int, table: Table, item: BatchItem, now:
         _status(table, decision.events),
         service.views_after(following, now) if decision.events else None,
     )
-    return _Plan(index, table, command, seat, request, decision, result, following)
+    return _Plan(index, table, command, seat, request, result, following)
 
 
 def _finish(service: TableService, plan: _Plan, appended: AppendResult) -> Outcome:
     """The outcome of a planned append, with the table cached at its new version."""
     if appended.duplicate:
         return _replayed(appended)
-    if plan.decision is None or plan.following is None:
+    if plan.following is None:
         return Outcome(False, plan.result, table=plan.table)
     new = plan.following.stored_as(appended)
     service._remember(new)

@@ -60,7 +60,7 @@ class Decision:
     """What a command does: wire events to append, secrets to write and the client's result.
 
     ``match`` is the engine's match after the events, folded while deciding, so that the table
-    after the append is known without mapping the wire events back (``Table.after``).
+    after the append is known without mapping the wire events back (``Table.next``).
     """
 
     events: list[wd.TableEvent]
@@ -179,6 +179,7 @@ class TableService:
         bodies = [_body(e, command.command_id, now) for e in decision.events]
         following = table.next(decision.events, decision.match, decision.secrets)
         views = self.views_after(following, now) if decision.events else None
+        status = _status(table, decision.events)
         appended = await self.store.append(
             table.table_id,
             table.version,
@@ -187,12 +188,12 @@ class TableService:
             bodies,
             compact_json.dumps({"ok": True, **decision.result}),
             secrets=decision.secrets or None,
-            status=_status(table, decision.events),
+            status=status,
             views=views,
         )
         if appended.duplicate:
             return _replayed(appended)
-        if _status(table, decision.events) == "over":  # the table's last event: give memory back
+        if status == "over":  # the table's last event: give memory back
             await self.seal_finished([table.table_id])
         new = following.stored_as(appended)
         self._remember(new)

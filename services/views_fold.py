@@ -40,7 +40,7 @@ View parts (JSON strings, keys in a fixed order, so equal states give equal byte
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -194,8 +194,9 @@ class TableFold:
         match = self.match
         if match is None or self._pending is not None:
             raise FoldError(f"table {self.table_id} at version {self.version} has no views")
+        seats = [None if s is None else dict(s) for s in self.seats]  # the fold keeps its own
         return view_dicts(
-            self.table_id, self.version, match, self.seats, self.turn_seconds, self.updated_at
+            self.table_id, self.version, match, seats, self.turn_seconds, self.updated_at
         )
 
     def views(self) -> dict[str, str]:
@@ -217,7 +218,7 @@ def view_dicts(
     table_id: str,
     version: int,
     match: Match,
-    seats: Sequence[Mapping[str, Any] | None],
+    seats: list[dict[str, Any] | None],
     turn_seconds: int | None,
     updated_at: int | None,
 ) -> dict[str, dict[str, Any]]:
@@ -225,13 +226,13 @@ def view_dicts(
 
     The one place a table's stored views are built: the projector's fold and the engine
     worker's append (``TableService.views_after``) both call it, so equal tables give equal
-    bytes.  ``seats`` are ``{"name", "bot"}`` or None; ``updated_at`` the time (ms) of the
-    newest event.
+    bytes.  ``seats`` are ``{"name", "bot"}`` or None, put in the public view as they are;
+    ``updated_at`` the time (ms) of the newest event.
     """
     head: dict[str, Any] = {"table_id": table_id, "version": version}
     own = (  # the table's own fields, in the order of PUBLIC_ONLY
         status_of(match),
-        [None if s is None else {"name": s["name"], "bot": s["bot"]} for s in seats],
+        seats,
         turn_seconds,
         match.to_act,
         updated_at,
@@ -251,7 +252,9 @@ def table_views(table: Table, updated_at: int) -> dict[str, str]:
     """
     if table.match is None:
         raise ValueError(f"table {table.table_id} at version {table.version} has no views")
-    seats = [None if s is None else {"name": s.name, "bot": s.bot} for s in table.seats]
+    seats: list[dict[str, Any] | None] = [
+        None if s is None else {"name": s.name, "bot": s.bot} for s in table.seats
+    ]
     views = view_dicts(
         table.table_id, table.version, table.match, seats, table.turn_seconds, updated_at
     )

@@ -152,7 +152,7 @@ async def test_the_next_deal_needs_both_seats() -> None:
 
 @pytest.mark.parametrize("seed", range(4))
 async def test_the_cached_table_after_every_command_equals_the_stored_fold(seed: int) -> None:
-    """``Table.after`` (the engine's own match, no re-mapping) agrees with folding the store."""
+    """``Table.next`` (the engine's own match, no re-mapping) agrees with folding the store."""
     store = MemoryEventStore()
     service = TableService(store, insecure_deal_key=KEY if seed % 2 else None)
     driver = Driver(service, f"T-after-{seed}")
