@@ -6,7 +6,15 @@ import hashlib
 
 from services.store.redis_store import READ_LUA
 
-WRITE_LUA = """#!lua
+_VIEW_VERSION = """\
+-- The table version a stored view part was built to (its first "version" field), nil if none.
+local function view_version(text)
+  return text and tonumber(string.match(text, '"version":(%d+)'))
+end
+"""
+
+WRITE_LUA = (
+    """#!lua
 -- One shard's views and checkpoint, all or nothing.  KEYS[1] checkpoint, KEYS[2] lease, then
 -- the view keys, ARGV[6] of them a table (its public part first).  ARGV[1] the checkpoint the
 -- batch started from ('' none), ARGV[2] the new one ('' keeps it), ARGV[3] lease owner ('' no
@@ -18,6 +26,9 @@ WRITE_LUA = """#!lua
 -- Returns {0, ''} written, {1, holder} lease not ours, {2, checkpoint} checkpoint moved.
 -- Views and checkpoints are derived data: they go to replicas but not into the AOF (after a
 -- restart both are as of the last AOF rewrite, and the projector folds the feed from there).
+"""
+    + _VIEW_VERSION
+    + """\
 redis.set_repl(redis.REPL_REPLICA)
 if ARGV[3] ~= '' then
   local holder = redis.call('GET', KEYS[2])
@@ -27,14 +38,9 @@ local current = redis.call('GET', KEYS[1]) or ''
 if current ~= ARGV[1] then return {2, current} end
 local per = tonumber(ARGV[6])
 for i = 3, #KEYS, per do
-  local stored = redis.call('GET', KEYS[i])
-  local newer = false
-  if stored then
-    local had = tonumber(string.match(stored, '"version":(%d+)'))
-    local given = tonumber(string.match(ARGV[i + 4], '"version":(%d+)'))
-    newer = had ~= nil and given ~= nil and had > given
-  end
-  if not newer then
+  local had = view_version(redis.call('GET', KEYS[i]))
+  local given = view_version(ARGV[i + 4])
+  if not (had and given and had > given) then
     for j = i, i + per - 1 do redis.call('SET', KEYS[j], ARGV[j + 4]) end
   end
 end
@@ -42,16 +48,19 @@ if ARGV[2] ~= '' then redis.call('SET', KEYS[1], ARGV[2]) end
 if ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[4], ARGV[5]) end
 return {0, ''}
 """
+)
 
-VERSIONS_LUA = """#!lua flags=no-writes
+VERSIONS_LUA = (
+    """#!lua flags=no-writes
 -- The version of each stored public view part (KEYS), 0 where there is none.
+"""
+    + _VIEW_VERSION
+    + """\
 local out = {}
-for i = 1, #KEYS do
-  local v = redis.call('GET', KEYS[i])
-  out[i] = v and tonumber(string.match(v, '"version":(%d+)')) or 0
-end
+for i = 1, #KEYS do out[i] = view_version(redis.call('GET', KEYS[i])) or 0 end
 return out
 """
+)
 
 LEASE_LUA = """#!lua
 -- Take or renew a lease: KEYS[1] lease, ARGV[1] owner, ARGV[2] ms.  1 when held by owner.
