@@ -15,10 +15,9 @@ from typing import Any
 import pytest
 import redis.asyncio
 from prometheus_client import REGISTRY
+from test_projector import SHARDS, Game, assert_checkpoints_at_feed_ends  # tests/ on sys.path
 
-from engine.bots import make_bot
 from events import commands as wc
-from events.mapping import to_wire_command
 from services import table_service as table_service_module
 from services.projector import LAG, Projector
 from services.projector import run as follow_module
@@ -29,17 +28,10 @@ from services.table_service import Outcome, TableService
 from services.view_parts import STORED_PARTS
 from services.views_fold import TableFold
 
-SHARDS = 4
-
 
 @pytest.fixture
-def keys(redis_ns: str) -> KeySpace:
-    return KeySpace(redis_ns, shards=SHARDS)
-
-
-@pytest.fixture
-def store(redis_client: redis.asyncio.Redis, keys: KeySpace) -> RedisEventStore:
-    return RedisEventStore(redis_client, keys)
+def store(redis_client: redis.asyncio.Redis, redis_ns: str) -> RedisEventStore:
+    return RedisEventStore(redis_client, KeySpace(redis_ns, shards=SHARDS))
 
 
 class ViewsKept(MemoryEventStore):
@@ -51,38 +43,12 @@ class ViewsKept(MemoryEventStore):
 async def play(
     service: TableService, table_id: str, rng: random.Random, commands: int | None = None
 ) -> list[Outcome]:
-    """Create a table (seat 1 a bot), join seat 0, then play bots' moves: ``commands`` of
-    them, or to the end of the match."""
-    outcomes = [
-        await service.execute(
-            wc.CreateTable(
-                command_id=f"{table_id}-create", table_id=table_id, deals=2, bots={1: "greedy"}
-            ),
-            None,
-        ),
-        await service.execute(
-            wc.Join(command_id=f"{table_id}-join-0", table_id=table_id, name="ana"), 0
-        ),
-    ]
-    bot = make_bot("random")
-    n = 0
-    while commands is None or n < commands:
-        table = outcomes[-1].table
-        assert table is not None and table.match is not None
-        match = table.match
-        if match.over:
-            break
-        command_id = f"{table_id}-cmd-{n:04d}"
-        if match.to_act is None:
-            command: wc.CommandModel = wc.NextDeal(command_id=command_id, table_id=table_id)
-            seat = 0
-        else:
-            seat = match.to_act
-            command = to_wire_command(bot.choose(match, seat, rng), table_id, command_id)
-        outcomes.append(await service.execute(command, seat))
-        assert outcomes[-1].ok, outcomes[-1].result
-        n += 1
-    return outcomes
+    """Play a table (``test_projector.Game``): ``commands`` moves after its start, or to the
+    end of the match; return every command's outcome."""
+    game = Game(service, table_id, rng)
+    await game.start()
+    await game.play(commands)
+    return game.outcomes
 
 
 async def folded_views(store: MemoryEventStore | RedisEventStore, table_id: str) -> dict[str, str]:
@@ -134,8 +100,9 @@ async def test_views_are_built_only_for_a_store_that_keeps_them() -> None:
 
 
 async def test_the_append_stores_views_only_with_its_events(
-    redis_client: redis.asyncio.Redis, keys: KeySpace, store: RedisEventStore
+    redis_client: redis.asyncio.Redis, store: RedisEventStore
 ) -> None:
+    keys = store.keys
     service = TableService(store)
     outcomes = await play(service, "tbl-a", random.Random(2), commands=6)
     table = outcomes[-1].table
@@ -164,8 +131,9 @@ async def test_the_append_stores_views_only_with_its_events(
 
 
 async def test_a_projector_reads_no_events_of_tables_whose_views_are_current(
-    redis_client: redis.asyncio.Redis, keys: KeySpace, store: RedisEventStore
+    redis_client: redis.asyncio.Redis, store: RedisEventStore
 ) -> None:
+    keys = store.keys
     service = TableService(store)
     rng = random.Random(5)
     for i in range(5):
@@ -178,11 +146,7 @@ async def test_a_projector_reads_no_events_of_tables_whose_views_are_current(
     assert REGISTRY.get_sample_value("conquian_projector_lag_seconds") == 0  # caught up
     for table_id, views in before.items():
         assert await stored_views(redis_client, keys, table_id) == views
-    for shard in range(SHARDS):  # the checkpoints still reach the feed ends
-        feed = await redis_client.xrevrange(keys.feed(shard), count=1)
-        if feed:
-            checkpoint = await redis_client.get(projector.checkpoint_key(shard))
-            assert checkpoint == feed[0][0]
+    await assert_checkpoints_at_feed_ends(redis_client, keys)  # they still reach the feed ends
     rebuilt = Projector(redis_client, keys)
     assert (await rebuilt.rebuild()).failed == 0
     for table_id, views in before.items():  # and a rebuild gives the same bytes
@@ -190,8 +154,9 @@ async def test_a_projector_reads_no_events_of_tables_whose_views_are_current(
 
 
 async def test_a_projector_folds_what_was_appended_without_views(
-    redis_client: redis.asyncio.Redis, keys: KeySpace, store: RedisEventStore
+    redis_client: redis.asyncio.Redis, store: RedisEventStore
 ) -> None:
+    keys = store.keys
     """Some commands stored views, some did not (a writer with ``store_views=False``): the
     projector folds exactly the tables left behind, and ends at the current views."""
     rng = random.Random(6)
@@ -208,8 +173,9 @@ async def test_a_projector_folds_what_was_appended_without_views(
 
 
 async def test_a_projector_behind_never_undoes_newer_views(
-    redis_client: redis.asyncio.Redis, keys: KeySpace, store: RedisEventStore
+    redis_client: redis.asyncio.Redis, store: RedisEventStore
 ) -> None:
+    keys = store.keys
     service = TableService(store)
     outcomes = await play(service, "late", random.Random(7), commands=8)
     current = await stored_views(redis_client, keys, "late")
@@ -285,10 +251,10 @@ async def test_a_projector_lingers_only_after_rounds_that_found_every_view_curre
 
 async def test_views_that_cannot_be_built_never_refuse_a_command(
     redis_client: redis.asyncio.Redis,
-    keys: KeySpace,
     store: RedisEventStore,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    keys = store.keys
     """A bug in building views: the command is accepted and appended without them, and the
     projector folds the table to the views it would have had."""
 

@@ -72,6 +72,7 @@ class Game:
         self.bots = (make_bot(rng.choice(("greedy", "random"))), make_bot("greedy"))
         self.commands = 0
         self.table: Table | None = None
+        self.outcomes: list[Outcome] = []
 
     def _id(self) -> str:
         self.commands += 1
@@ -81,6 +82,7 @@ class Game:
         outcome = await self.service.execute(command, seat)
         assert outcome.ok, outcome.result
         self.table = outcome.table if outcome.table is not None else self.table
+        self.outcomes.append(outcome)
         return outcome
 
     async def start(self) -> None:
