@@ -82,6 +82,18 @@ def seat_parts(match: Match) -> tuple[JSON, JSON]:
     )
 
 
+def stored_parts(match: Match) -> tuple[JSON, JSON, JSON]:
+    """Return the spectator view without ``seat`` and ``legal_actions`` (what every viewer
+    sees alike, in the spectator view's order), then :func:`seat_parts`: what a service stores
+    for a state, built in one pass.
+
+    ``{"seat": None, **shared, "legal_actions": []}`` equals ``spectator_view(match)``.
+    """
+    deal = match.deal
+    shared = _shared(match, None if deal is None else _deal_views(deal, (None,))[0])
+    return (shared, *seat_parts(match))
+
+
 def _seat_part(deal: Deal | None, seat: int, legal: list[str]) -> JSON:
     shown = deal is not None and _hand_shown(deal, seat, seat)
     hand = _cards(deal.hands[seat]) if deal is not None and shown else None
@@ -131,9 +143,6 @@ def _views(match: Match, viewers: tuple[int | None, ...]) -> list[JSON]:
     Secrecy is decided here and in ``_hand_shown``, nowhere else: a hand goes into a viewer's
     view only when ``_hand_shown`` says so, and legal actions only to the seat to act.
     """
-    rules = dict(_rules_dict(match.rules))
-    scores = list(match.scores)
-    results = [_outcome(o.termination.value, o.winner) for o in match.results]
     deal = match.deal
     deals = [None] * len(viewers) if deal is None else _deal_views(deal, viewers)
     to_act = match.to_act
@@ -141,20 +150,28 @@ def _views(match: Match, viewers: tuple[int | None, ...]) -> list[JSON]:
     return [
         {
             "seat": viewer,
-            "rules": rules,
-            "deals": match.deals,
-            "target_score": match.target_score,
-            "scores": scores,
-            "next_stake": match.next_stake,
-            "deals_played": match.deals_played,
-            "results": results,
-            "match_over": match.over,
-            "winner": match.winner,
-            "deal": deal_view,
+            **_shared(match, deal_view),
             "legal_actions": legal if viewer is not None and viewer == to_act else [],
         }
         for viewer, deal_view in zip(viewers, deals, strict=True)
     ]
+
+
+def _shared(match: Match, deal_view: JSON | None) -> JSON:
+    """The fields of a view between ``seat`` and ``legal_actions``: the match as everyone sees
+    it, with ``deal_view``, the deal as this viewer sees it."""
+    return {
+        "rules": dict(_rules_dict(match.rules)),
+        "deals": match.deals,
+        "target_score": match.target_score,
+        "scores": list(match.scores),
+        "next_stake": match.next_stake,
+        "deals_played": match.deals_played,
+        "results": [_outcome(o.termination.value, o.winner) for o in match.results],
+        "match_over": match.over,
+        "winner": match.winner,
+        "deal": deal_view,
+    }
 
 
 def _deal_views(deal: Deal, viewers: tuple[int | None, ...]) -> list[JSON]:

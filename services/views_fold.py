@@ -48,13 +48,13 @@ from engine import events as ee
 from engine.cards import FULL_MASK, Card, CardMask, iter_cards, parse_card
 from engine.game import evolve
 from engine.state import Match, changed
-from engine.views import seat_parts, spectator_view
+from engine.views import stored_parts
 from events import domain as wd
 from events.envelope import BODY_KEYS
 from events.mapping import cards_from_wire, to_engine
 from events.upcast import parse_event
 from services.table import Table
-from services.view_parts import PUBLIC, PUBLIC_ONLY, SEAT_PARTS, SPECTATOR_ONLY, dump_view
+from services.view_parts import PUBLIC, PUBLIC_ONLY, SEAT_PARTS, dump_view
 
 __all__ = ["FoldError", "TableFold", "dump_views", "status_of", "table_views", "view_dicts"]
 
@@ -204,6 +204,10 @@ class TableFold:
         return dump_views(self.view_dicts())
 
 
+_PUBLIC_HEAD = ("table_id", "version", *PUBLIC_ONLY)
+"""The public part's first fields: the head, then the table's own fields."""
+
+
 def status_of(match: Match | None) -> str:
     """Return a table's status by its match: ``open`` before the first deal, ``playing`` from
     then on, ``over`` after the match."""
@@ -229,18 +233,15 @@ def view_dicts(
     bytes.  ``seats`` are ``{"name", "bot"}`` or None, put in the public view as they are;
     ``updated_at`` the time (ms) of the newest event.
     """
-    head: dict[str, Any] = {"table_id": table_id, "version": version}
-    own = (  # the table's own fields, in the order of PUBLIC_ONLY
-        status_of(match),
-        seats,
-        turn_seconds,
-        match.to_act,
-        updated_at,
-    )
-    public: dict[str, Any] = {**head, **dict(zip(PUBLIC_ONLY, own, strict=True))}
-    public.update((k, v) for k, v in spectator_view(match).items() if k not in SPECTATOR_ONLY)
-    seat0, seat1 = seat_parts(match)
-    return {PUBLIC: public, SEAT_PARTS[0]: {**head, **seat0}, SEAT_PARTS[1]: {**head, **seat1}}
+    shared, seat0, seat1 = stored_parts(match)
+    own = (table_id, version, status_of(match), seats, turn_seconds, match.to_act, updated_at)
+    public: dict[str, Any] = dict(zip(_PUBLIC_HEAD, own, strict=True))
+    public.update(shared)
+    return {
+        PUBLIC: public,
+        SEAT_PARTS[0]: {"table_id": table_id, "version": version, **seat0},
+        SEAT_PARTS[1]: {"table_id": table_id, "version": version, **seat1},
+    }
 
 
 def table_views(table: Table, updated_at: int) -> dict[str, str]:

@@ -24,6 +24,7 @@ from engine.views import (
     seat_parts,
     seat_view,
     spectator_view,
+    stored_parts,
     transcript,
     visible_event,
     with_seat,
@@ -164,6 +165,15 @@ def test_a_seat_view_is_the_spectator_view_with_the_seats_part(seed: int) -> Non
             named = cards_named(json.dumps(parts[seat]))
             assert not named & hidden_from(match, seat), cards_of(named & hidden_from(match, seat))
         assert json.dumps(spectator) == json.dumps(spectator_view(match)), "left unchanged"
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_stored_parts_are_the_spectator_view_and_the_seat_parts(seed: int) -> None:
+    for match, _ in random_game(seed):
+        shared, *parts = stored_parts(match)
+        spectator = {"seat": None, **shared, "legal_actions": []}
+        assert json.dumps(spectator) == json.dumps(spectator_view(match))
+        assert json.dumps(parts) == json.dumps(list(seat_parts(match)))
 
 
 def test_a_seat_part_holds_its_hand_and_its_legal_actions_only() -> None:
