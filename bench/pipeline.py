@@ -2,10 +2,11 @@
 
     .venv/bin/python bench/pipeline.py [--workers 2] [--shards 16] [--flood-tables 1000]
         [--rate 5000] [--load-seconds 10] [--low-rate 100] [--low-seconds 10]
-        [--appendfsync everysec] [--games-cache /tmp/games.pickle]
+        [--appendfsync everysec] [--redis-config NAME=VALUE ...] [--games-cache /tmp/games.pickle]
 
 What runs: a private Redis (``services.redis_server.LocalRedis`` in a temporary folder, AOF on
-with ``--appendfsync``, as ``deploy/redis/redis.conf`` sets it), ``--workers`` engine workers
+with ``--appendfsync``, as ``deploy/redis/redis.conf`` sets it, and any ``--redis-config``
+settings on top, for an A/B of one of them), ``--workers`` engine workers
 (``python -m services.engine_worker``) and ``--projectors`` projectors (``python -m
 services.projector``) as subprocesses, with ``REDIS_URL``, ``CONQUIAN_NAMESPACE``,
 ``CONQUIAN_SHARDS`` and ``CONQUIAN_INSECURE_DEAL_KEY`` set.  This process is the driver: it
@@ -826,7 +827,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="conquian-pipeline-"))
     ns = f"pb{uuid.uuid4().hex[:6]}"
     keys = KeySpace(ns=ns, shards=args.shards)
-    server = LocalRedis(folder / "redis", appendfsync=args.appendfsync)
+    server = LocalRedis(
+        folder / "redis", appendfsync=args.appendfsync, extra_args=dict(args.redis_config)
+    )
     services: Services | None = None
     client: redis.asyncio.Redis | None = None
     hints: Hints | None = None
@@ -978,6 +981,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="use this Redis instead of a private one (keys deleted)")
     parser.add_argument("--appendfsync", default="everysec", choices=["always", "everysec", "no"])
+    parser.add_argument(
+        "--redis-config",
+        action="append",
+        default=[],
+        type=lambda text: tuple(text.split("=", 1)),
+        metavar="NAME=VALUE",
+        help="a setting of the private Redis (repeatable), e.g. rdbcompression=yes",
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--projectors", type=int, default=2)
     parser.add_argument("--shards", type=int, default=16)
@@ -1042,6 +1053,7 @@ def main() -> int:
         "shards": args.shards,
         "batch_size": args.batch_size,
         "appendfsync": args.appendfsync,
+        "redis_config": dict(args.redis_config),
         "redis": report["redis_version"],
         "loadavg": [report["load_start"], low["loadavg"][1]],
         "machine": machine(),
