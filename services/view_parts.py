@@ -42,7 +42,6 @@ __all__ = [
     "spectator_of",
     "version_of",
     "viewer_of",
-    "views_channel",
 ]
 
 PUBLIC = "public"
@@ -72,13 +71,6 @@ def dump_view(view: Mapping[str, Any]) -> str:
     with the standard library's encoder, about a sixth of that with orjson.
     """
     return compact_json.dumps(view)
-
-
-def views_channel(namespace: str) -> str:
-    """Return the channel of view hints, ``<table_id> <version>`` a line: ``<ns>:views`` (the
-    engine workers publish the views their appends stored, the projectors the views they
-    write, and the gateways listen)."""
-    return f"{namespace}:views"
 
 
 def viewer_of(seat: int | None) -> str:

@@ -89,8 +89,9 @@ from services.engine_worker.entries import ID_PEEK_BYTES, parse_entry
 from services.engine_worker.metrics import APPEND_SECONDS, COMMANDS
 from services.engine_worker.runner import ShardRunner
 from services.engine_worker.serve import main, run_worker
-from services.engine_worker.streams import GROUP, results_channel
+from services.engine_worker.streams import GROUP
 from services.engine_worker.worker import MAX_DELIVERIES, POLL_MS, EngineWorker
+from services.hint_channels import results_channel
 
 __all__ = [
     "APPEND_SECONDS",

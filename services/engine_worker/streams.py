@@ -1,13 +1,7 @@
-"""The names the engine workers share with the rest of the system: their group, their channel."""
+"""The name the engine workers share with the rest of the system: their consumer group (their
+hint channels are ``services.hint_channels``)."""
 
 from __future__ import annotations
 
-from services.settings import Settings
-
 GROUP = "engine"
 """The consumer group of the engine workers on every command stream."""
-
-
-def results_channel(settings: Settings) -> str:
-    """The channel of result hints: ``<ns>:results``."""
-    return f"{settings.namespace}:results"

@@ -21,7 +21,8 @@ from services.engine_worker.batch import process_batches
 from services.engine_worker.entries import _RawEntry
 from services.engine_worker.reader import STREAMS_FIELD, ShardStreamsSubscriber, subscribe_shards
 from services.engine_worker.runner import ShardRunner
-from services.engine_worker.streams import GROUP, results_channel
+from services.engine_worker.streams import GROUP
+from services.hint_channels import results_channel, views_channel
 from services.log import get_logger
 from services.settings import Settings
 from services.shard_leases import ShardLeases
@@ -30,7 +31,6 @@ from services.store.redis_store import RedisEventStore
 from services.table import Table
 from services.table_service import Outcome, TableService
 from services.tokens import SeatTokens, load_secret
-from services.view_parts import views_channel
 
 MAX_DELIVERIES = 5
 """Deliveries (and failed attempts) after which a command is given up as ``command/failed``."""
@@ -72,7 +72,7 @@ class EngineWorker:
         self.worker_id = settings.worker_id
         self.max_deliveries = max_deliveries
         self.poll_ms = poll_ms
-        self.results_channel = results_channel(settings)
+        self.results_channel = results_channel(settings.namespace)
         self.views_channel = views_channel(settings.namespace)
         self.client: redis.asyncio.Redis = connect(settings.redis_url, call_timeouts=False)
         self.store = RedisEventStore(self.client, settings.keys)

@@ -26,7 +26,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from services.gateway import metrics
-from services.view_parts import views_channel
+from services.hint_channels import results_channel, views_channel
 
 Watcher = Callable[[int | None], None]
 """Called with the view version of a view hint, None for a result hint (new events), or -1
@@ -47,7 +47,7 @@ class Hub:
 
     def __init__(self, redis: Redis, namespace: str, log: Any) -> None:
         self.redis = redis
-        self.results_channel = f"{namespace}:results"
+        self.results_channel = results_channel(namespace)
         self.views_channel = views_channel(namespace)
         self.log = log
         self._waiters: dict[tuple[str, str], set[ResultWait]] = {}

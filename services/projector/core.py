@@ -10,13 +10,14 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
+from services.hint_channels import views_channel
 from services.log import get_logger
 from services.lru import Lru
 from services.projector.records import ShardWrite
 from services.projector.scripts import SCRIPT_SHA, SCRIPTS
 from services.store.keys import KeySpace
 from services.store.redis_store import READ_CHUNK
-from services.view_parts import STORED_PARTS, views_channel
+from services.view_parts import STORED_PARTS
 from services.views_fold import TableFold
 
 CHECKPOINT = "projector"

@@ -19,15 +19,16 @@ import redis.asyncio
 from prometheus_client import REGISTRY
 
 from events import commands as wc
-from services.engine_worker import GROUP, EngineWorker, results_channel
+from services.engine_worker import GROUP, EngineWorker
 from services.engine_worker.answers import AcksInFlight, acknowledge
+from services.hint_channels import results_channel, views_channel
 from services.settings import Settings, load_settings
 from services.shard_leases import fair_share, lease_key, registry_key
 from services.store.client import without_call_timeouts
 from services.store.redis_store import RedisEventStore
 from services.table import Table
 from services.table_service import Decision, Outcome, TableService
-from services.view_parts import STORED_PARTS, views_channel
+from services.view_parts import STORED_PARTS
 from services.views_fold import TableFold
 
 SEED = bytes(range(32))
@@ -173,7 +174,7 @@ class Hints:
 
     def __init__(self, client: redis.asyncio.Redis, settings: Settings) -> None:
         self.pubsub = client.pubsub()
-        self.channel = results_channel(settings)
+        self.channel = results_channel(settings.namespace)
         self.seen: dict[str, dict[str, Any]] = {}
         self.all: list[dict[str, Any]] = []
         self.task: asyncio.Task[None] | None = None
