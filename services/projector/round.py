@@ -196,10 +196,13 @@ class ProjectorRound(ProjectorLeases, ProjectorFetch):
         (what it would fold again is in the views already).
         """
         asked: dict[int, list[str]] = {}
+        folds: dict[str, TableFold] = {}  # the cached folds of the tables asked about
         for table_id, target in targets.items():
             fold = self._cache.recall(table_id)
             if fold is None or fold.version < target:
                 asked.setdefault(self.keys.shard_of(table_id), []).append(table_id)
+                if fold is not None:
+                    folds[table_id] = fold
         if not asked:
             return {}
         calls = [
@@ -214,7 +217,7 @@ class ProjectorRound(ProjectorLeases, ProjectorFetch):
                 if int(stored) < targets[table_id]:
                     behind[table_id] = int(stored)
                     continue
-                fold = self._cache.recall(table_id)
+                fold = folds.get(table_id)
                 if fold is not None and fold.version < int(stored):
                     self._cache.pop(table_id, None)
         return behind
