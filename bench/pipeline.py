@@ -15,7 +15,7 @@ clock starts and written on a bare socket, ``bench/raw_redis.py``, so that the l
 takes as little as it can of the two cores it shares with the services) and listens to the view
 hints ``<table_id> <version>`` on ``<ns>:views``.
 
-The games are computed beforehand: a ``TableService`` on a ``MemoryEventStore`` with the same
+The games are computed beforehand (``bench/pipeline_games.py``): a ``TableService`` on a ``MemoryEventStore`` with the same
 insecure deal key (so the same decks and first dealers) and a fixed clock plays whole matches of
 ``--deals`` deals with bots (``--bots``, seat 0 and seat 1), recording each table's wire commands
 (create_table, two joins, moves with ``expected_version``, next_deal) and the table version each
@@ -43,9 +43,10 @@ entries to a scratch stream (pipelines of 1000), pipelined XREADGROUP + XACK of 
 reads of 500, the XACK of one read sent with the next read), and a per-message loop that awaits
 XREADGROUP, XADD and XACK for every entry (what an unbatched handler does).
 
-Also reported: CPU seconds of every process per phase (``/proc/<pid>/stat``), the load average
-before and after, the machine.  Everything is bounded in count and time; the subprocesses and
-the Redis are stopped at the end, also on errors.  The last line printed is one JSON object.
+Also reported: CPU seconds of every process per phase (``/proc/<pid>/stat``, the subprocesses
+in ``bench/pipeline_processes.py``), the load average before and after, the machine.
+Everything is bounded in count and time; the subprocesses and the Redis are stopped at the
+end, also on errors.  The last line printed is one JSON object.
 """
 
 from __future__ import annotations
@@ -53,15 +54,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import hashlib
 import json
 import math
 import os
-import pickle
 import platform
-import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -69,7 +66,6 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +76,18 @@ import orjson  # noqa: E402
 import redis.asyncio  # noqa: E402
 from redis.utils import HIREDIS_AVAILABLE  # noqa: E402
 
+from bench.machine import cpu_model, load_average  # noqa: E402
 from bench.namespaces import delete_namespace  # noqa: E402
+from bench.pipeline_games import (  # noqa: E402
+    DEAL_KEY,
+    Game,
+    Order,
+    games_for,
+    interleave,
+    reached,
+    staggered,
+)
+from bench.pipeline_processes import Services, wait_ready  # noqa: E402
 from bench.raw_redis import (  # noqa: E402
     RawSender,
     close_connection,
@@ -88,20 +95,11 @@ from bench.raw_redis import (  # noqa: E402
     open_connection,
     resp_array,
 )
-from engine.bots import make_bot  # noqa: E402
-from events import commands as wc  # noqa: E402
-from events.mapping import to_wire_command  # noqa: E402
 from services.collector import settle_long_lived  # noqa: E402
 from services.redis_server import LocalRedis  # noqa: E402
-from services.shard_leases import lease_key  # noqa: E402
-from services.store import MemoryEventStore  # noqa: E402
 from services.store.client import connect  # noqa: E402
 from services.store.keys import KeySpace  # noqa: E402
-from services.table_service import TableService  # noqa: E402
 
-DEAL_KEY = "5eed" * 8
-"""The insecure deal key of the benchmark (hex): the worker deals what the generator dealt."""
-FIXED_CLOCK_MS = 1_700_000_000_000
 PIPELINE = 1000
 """XADDs per pipeline when flooding."""
 TICK = 0.002
@@ -109,237 +107,6 @@ TICK = 0.002
 pipeline): at 5,000 commands/s about 10 commands per pipeline."""
 TIMELINE_WINDOW = 0.5
 """Seconds of send time per row of a paced phase's latency ``timeline``."""
-
-
-# --- games -------------------------------------------------------------------------------------
-
-
-@dataclass
-class Game:
-    """A table's commands in stream order: (entry fields, version after the command)."""
-
-    table_id: str
-    commands: list[tuple[dict[str, str], int, str]] = field(default_factory=list)
-
-    @property
-    def final(self) -> int:
-        return self.commands[-1][1]
-
-
-async def generate(
-    prefix: str, count: int, deals: int, bots: Sequence[str], seed: int
-) -> list[Game]:
-    """Play ``count`` whole matches in memory and record their wire commands."""
-    service = TableService(
-        MemoryEventStore(),
-        clock=lambda: FIXED_CLOCK_MS,
-        insecure_deal_key=bytes.fromhex(DEAL_KEY),
-    )
-    players = [make_bot(bots[0]), make_bot(bots[1])]
-    games = []
-    for i in range(count):
-        table_id = f"{prefix}{i:05d}"
-        rng = random.Random(f"{seed}/{table_id}")
-        game = Game(table_id)
-
-        async def run(command: wc.Command, seat: int | None, game: Game = game) -> None:
-            outcome = await service.execute(command, seat)
-            if not outcome.ok:
-                raise RuntimeError(f"generator: {command!r} refused: {outcome.result}")
-            fields = {
-                "c": command.model_dump_json(exclude_none=True),
-                "s": "" if seat is None else str(seat),
-                "r": "0",
-            }
-            game.commands.append((fields, outcome.last_version, command.command_id))
-
-        await run(wc.CreateTable(table_id=table_id, command_id=f"{table_id}-c", deals=deals), None)
-        await run(wc.Join(table_id=table_id, command_id=f"{table_id}-j0", name="ann"), None)
-        await run(wc.Join(table_id=table_id, command_id=f"{table_id}-j1", name="bob"), None)
-        for step in range(10_000):  # a deal takes ~50 commands; bounded all the same
-            table = service.cached(table_id)
-            assert table is not None and table.match is not None
-            match = table.match
-            if match.over:
-                break
-            command_id = f"{table_id}-{step:04d}"
-            if match.to_act is None:  # between deals
-                await run(
-                    wc.NextDeal(
-                        table_id=table_id, command_id=command_id, expected_version=table.version
-                    ),
-                    0,
-                )
-                continue
-            seat = match.to_act
-            action = players[seat].choose(match, seat, rng)
-            await run(to_wire_command(action, table_id, command_id, table.version), seat)
-        games.append(game)
-    return games
-
-
-async def games_for(args: argparse.Namespace) -> dict[str, list[Game]]:
-    """The games of every phase, from ``--games-cache`` when it holds the same parameters."""
-    plan = {
-        "warmup": ("w", args.warmup_tables),
-        "flood": ("f", args.flood_tables),
-        "load": ("l", args.load_tables),
-        "low": ("q", args.low_tables),
-    }
-    params = [plan, args.deals, args.bots, args.seed, DEAL_KEY]
-    digest = hashlib.sha256(repr(params).encode()).hexdigest()[:16]
-    cache = Path(args.games_cache) if args.games_cache else None
-    if cache is not None and cache.is_file():
-        with cache.open("rb") as fh:
-            stored = pickle.load(fh)
-        if stored.get("digest") == digest:
-            return stored["games"]  # type: ignore[no-any-return]
-    games = {}
-    for phase, (prefix, count) in plan.items():
-        games[phase] = await generate(prefix, count, args.deals, args.bots.split(","), args.seed)
-    if cache is not None:
-        with cache.open("wb") as fh:
-            pickle.dump({"digest": digest, "games": games}, fh)
-    return games
-
-
-Order = list[tuple[Game, int]]
-"""Commands to send, as (game, index of the command in the game)."""
-
-
-def interleave(games: Sequence[Game]) -> Order:
-    """(game, command index) round-robin over the tables: step 0 of every table, then step 1…"""
-    longest = max(len(g.commands) for g in games)
-    return [(g, k) for k in range(longest) for g in games if k < len(g.commands)]
-
-
-def staggered(games: Sequence[Game], commands: int, seed: int) -> tuple[Order, Order]:
-    """A steady state: tables at every stage of their game, new ones opening as others end.
-
-    The caller takes about ``2 * commands / L`` tables, so that about half of them are active
-    at once and each plays one command every ``seconds / L`` (0.2 s for 10 s): a fast bot table.
-
-    Command ``k`` of table ``j`` gets the virtual time ``o_j + k`` (in steps of one command per
-    active table), with offsets ``o_j`` uniform in ``[-L_j, X]``: the commands before time 0 are
-    the *prefix* (sent beforehand, not measured); the measured part is the next ``commands``
-    ones in virtual-time order.  ``X`` is chosen so that ``commands`` fit: with ``N`` tables of
-    mean length ``L`` about ``N·L/(L+X)`` tables are active at any time, ``X`` steps each.
-    """
-    n = len(games)
-    mean = sum(len(g.commands) for g in games) / n
-    if commands >= n * mean:
-        raise ValueError(f"{n} tables hold fewer than the {commands} commands asked for")
-    span = commands * mean / (n * mean - commands) * 1.05
-    rng = random.Random(f"stagger/{seed}")
-    timed: list[tuple[float, int, Game, int]] = []
-    for j, game in enumerate(games):
-        offset = rng.uniform(-len(game.commands), span)
-        timed += [(offset + k, j, game, k) for k in range(len(game.commands))]
-    timed.sort(key=lambda x: (x[0], x[1]))
-    prefix = [(g, k) for t, _, g, k in timed if t < 0]
-    measured = [(g, k) for t, _, g, k in timed if t >= 0][:commands]
-    return prefix, measured
-
-
-# --- processes ---------------------------------------------------------------------------------
-
-
-def cpu_seconds(pid: int, system: bool = False) -> float:
-    """User + system CPU seconds of a process (and its reaped children), from /proc; with
-    ``system`` the system part only."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            parts = fh.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    ticks = os.sysconf("SC_CLK_TCK")
-    fields = (12, 14) if system else (11, 12, 13, 14)
-    return sum(int(parts[i]) for i in fields) / ticks
-
-
-class Services:
-    """The engine workers and projectors as subprocesses, logs in the run folder."""
-
-    def __init__(self, folder: Path, env: dict[str, str]) -> None:
-        self.folder = folder
-        self.env = env
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.others: dict[str, int] = {}
-        """Other processes whose CPU is counted (the Redis server)."""
-
-    def start(self, name: str, module: str, *args: str) -> None:
-        log = (self.folder / f"{name}.log").open("wb")
-        self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", module, *args],
-            cwd=ROOT,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-        )
-        log.close()
-
-    def check(self) -> None:
-        for name, proc in self.procs.items():
-            if proc.poll() is not None:
-                raise RuntimeError(f"{name} exited with {proc.returncode}:\n{self.tail(name)}")
-
-    def tail(self, name: str, lines: int = 15) -> str:
-        path = self.folder / f"{name}.log"
-        text = path.read_text(errors="replace") if path.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
-
-    def cpu(self) -> dict[str, float]:
-        out = {name: cpu_seconds(p.pid) for name, p in self.procs.items()}
-        out.update((name, cpu_seconds(pid)) for name, pid in self.others.items())
-        out.update((f"{name}_sys", cpu_seconds(p.pid, True)) for name, p in self.procs.items())
-        out["driver"] = time.process_time()
-        busy, total = machine_busy()
-        out["machine"] = busy
-        out["machine_total"] = total
-        return out
-
-    def profile(self, folder: Path, seconds: float) -> list[subprocess.Popen[bytes]]:
-        """py-spy (collapsed stacks, 100 Hz) of every service process for ``seconds``."""
-        spy = shutil.which("py-spy", path=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-        if spy is None:
-            raise RuntimeError("--profile needs py-spy (pip install py-spy)")
-        folder.mkdir(parents=True, exist_ok=True)
-        return [
-            subprocess.Popen(
-                [
-                    spy,
-                    "record",
-                    "-p",
-                    str(proc.pid),
-                    "-f",
-                    "raw",
-                    "-r",
-                    "100",
-                    "-d",
-                    str(int(seconds)),
-                    "-o",
-                    str(folder / f"{name}.txt"),
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            for name, proc in self.procs.items()
-        ]
-
-    def stop(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 20
-        for proc in self.procs.values():
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
 
 
 # --- the driver --------------------------------------------------------------------------------
@@ -672,71 +439,13 @@ async def raw_baselines(
 
 
 def machine() -> dict[str, Any]:
-    model = platform.processor() or "?"
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-        for line in lscpu.splitlines():
-            if line.startswith("Model name:"):
-                model = line.split(":", 1)[1].strip()
     return {
-        "cpu": model,
+        "cpu": cpu_model(),
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "hiredis": HIREDIS_AVAILABLE,
         "platform": platform.platform(),
     }
-
-
-def machine_busy() -> tuple[float, float]:
-    """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat."""
-    with open("/proc/stat") as fh:
-        values = [int(x) for x in fh.readline().split()[1:]]
-    ticks = os.sysconf("SC_CLK_TCK")
-    idle = values[3] + values[4]
-    return (sum(values) - idle) / ticks, sum(values) / ticks
-
-
-def loadavg() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
-async def wait_ready(
-    client: redis.asyncio.Redis,
-    keys: KeySpace,
-    workers: int,
-    projectors: int,
-    services: Services,
-    timeout: float,
-) -> None:
-    """Until every shard has an engine lease and a projector lease, the shards split among the
-    ``workers`` workers and the ``projectors`` projectors."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        services.check()
-        async with client.pipeline(transaction=False) as pipe:
-            for s in range(keys.shards):
-                pipe.get(lease_key(keys, s))
-                pipe.get(keys.shard_key(s, "projlease"))
-            replies = await pipe.execute()
-        engine = replies[0::2]
-        projector = replies[1::2]
-        if (
-            all(engine)
-            and all(projector)
-            and len(set(engine)) == workers
-            and len(set(projector)) == min(projectors, keys.shards)
-        ):
-            return
-        await asyncio.sleep(0.1)
-    raise RuntimeError("the workers or the projectors did not share the shards in time")
-
-
-def reached(order: Order) -> dict[str, int]:
-    """The version each table of ``order`` reaches with its last command there."""
-    out: dict[str, int] = {}
-    for game, k in order:
-        out[game.table_id] = max(out.get(game.table_id, 0), game.commands[k][1])
-    return out
 
 
 async def redis_forks(client: redis.asyncio.Redis) -> dict[str, int]:
@@ -759,7 +468,7 @@ async def phase(
     before: Order = (),  # type: ignore[assignment]
 ) -> dict[str, Any]:
     """Run one measured part; then check every command sent so far on these tables."""
-    load_before = loadavg()
+    load_before = load_average()
     await driver.client.config_resetstat()  # (also zeroes the fork count)
     forks_before = await redis_forks(driver.client)
     cpu_before = services.cpu()
@@ -808,13 +517,13 @@ async def phase(
     if result["redis_forks"]:
         result["latest_fork_ms"] = round(forks_after["latest_fork_usec"] / 1000, 1)
         result["aof_rewrite_s"] = forks_after["aof_last_rewrite_time_sec"]
-    result["loadavg"] = [load_before, loadavg()]
+    result["loadavg"] = [load_before, load_average()]
     print(f"# {name}: {json.dumps(result)}", flush=True)
     return result
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    load_start = loadavg()
+    load_start = load_average()
     t0 = time.perf_counter()
     games = await games_for(args)
     # the games are many objects: freeze them, and what each full collection leaves, so that
