@@ -36,6 +36,9 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     batch_size: int = Field(default=200, ge=1, le=10_000)
     claim_idle_ms: int = Field(default=5_000, ge=100)
+    command_retention_ms: int = Field(default=10_000, ge=0)
+    """How long an engine worker keeps an acknowledged command in its stream before its sweep
+    (every ``claim_idle_ms``) deletes it (``services.engine_worker.consumed``)."""
     lease_ms: int = Field(default=10_000, ge=1_000)
     projector_linger_ms: int = Field(default=50, ge=0, le=5_000)
     """How long a projector waits after a round that found every view current (the engine

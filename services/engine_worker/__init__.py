@@ -34,7 +34,9 @@ processes them, in stream order, before it reads new entries.  A SIGKILLed worke
 commands are thus applied exactly once: those it had appended come back as duplicates with their
 first result; the others are decided now.  While it owns a shard, a worker also sweeps entries
 idle for ``claim_idle_ms`` (XAUTOCLAIM) that it does not hold in memory, a safety net for
-entries read by a consumer that stopped between reading and processing.
+entries read by a consumer that stopped between reading and processing; in the same sweep it
+deletes the entries every group has acknowledged more than ``command_retention_ms`` ago
+(:mod:`.consumed`: the stream is an intake, the events are the log).
 
 **Bad input** (``docs/services.md``): an entry that does not parse (bad JSON, unknown type, too
 large, missing fields, a seat that is not ``0``/``1``/empty, a table of another shard) is

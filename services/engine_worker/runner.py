@@ -140,10 +140,16 @@ class ShardRunner:
                 await self._sleep(0.1)
 
     async def _sweep(self) -> None:
-        """Claim and process the entries idle for ``claim_idle_ms`` that we do not hold."""
-        swept = await self.claim(self.worker.settings.claim_idle_ms)
+        """Claim and process the entries idle for ``claim_idle_ms`` that we do not hold, then
+        delete the entries consumed more than ``command_retention_ms`` ago (``.consumed``)."""
+        settings = self.worker.settings
+        swept = await self.claim(settings.claim_idle_ms)
         if swept:
             self.log.info("claimed idle entries", count=swept)
+        if self.may_append():
+            trimmed = await self.worker.trim_consumed(self.stream, settings.command_retention_ms)
+            if trimmed:
+                self.log.debug("trimmed consumed commands", count=trimmed)
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):

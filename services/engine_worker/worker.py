@@ -18,6 +18,7 @@ from faststream.redis.message import FAKE_CONSUMER, RedisBatchStreamMessage
 from services.collector import collect_at_rest
 from services.engine_worker.answers import AcksInFlight
 from services.engine_worker.batch import process_batches
+from services.engine_worker.consumed import ConsumedTrim
 from services.engine_worker.entries import _RawEntry
 from services.engine_worker.reader import STREAMS_FIELD, ShardStreamsSubscriber, subscribe_shards
 from services.engine_worker.runner import ShardRunner
@@ -79,6 +80,7 @@ class EngineWorker:
         self._service_factory = service_factory
         self._service: TableService | None = None
         self.leases = ShardLeases(self.client, settings.keys, self.worker_id, settings.lease_ms)
+        self.trim_consumed = ConsumedTrim(self.client)
         self.runners: dict[int, ShardRunner] = {}
         self._retiring: dict[int, asyncio.Task[None]] = {}
         self.log = get_logger("engine_worker", worker=self.worker_id)

@@ -283,6 +283,31 @@ def append_rounds() -> float:
     return REGISTRY.get_sample_value("conquian_append_seconds_count") or 0.0
 
 
+async def test_consumed_commands_leave_their_stream(
+    redis_client: redis.asyncio.Redis, redis_url: str, redis_ns: str, store: RedisEventStore
+) -> None:
+    settings = make_settings(redis_url, redis_ns, command_retention_ms=0)
+    stream = settings.keys.cmd(2)
+    tables = [f"C{i}" for i in range(2_000) if settings.keys.shard_of(f"C{i}") == 2][:300]
+    async with redis_client.pipeline(transaction=False) as pipe:
+        for table_id in tables:
+            command = opening(table_id)[0].model_dump_json(exclude_none=True)
+            pipe.xadd(stream, {"c": command, "s": ""})
+        await pipe.execute()
+    assert await redis_client.xlen(stream) == len(tables)
+    async with running(settings):
+        for table_id in tables:
+            assert (await result_of(store, table_id, f"create-{table_id}"))["ok"] is True
+        # the sweep (every claim_idle_ms) deletes whole stream nodes of acknowledged entries
+        await eventually(lambda: _shorter(redis_client, stream, len(tables) // 2))
+    assert await pending(redis_client, settings) == 0
+    assert len(await store.read(tables[0])) == 1  # what the command led to stays
+
+
+async def _shorter(client: redis.asyncio.Redis, stream: str, length: int) -> bool:
+    return int(await client.xlen(stream)) < length
+
+
 async def test_commands_of_several_shards_are_read_and_appended_together(
     redis_client: redis.asyncio.Redis, settings: Settings, store: RedisEventStore
 ) -> None:

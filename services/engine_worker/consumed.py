@@ -1,0 +1,68 @@
+"""Trimming a command stream of what has been consumed: the stream is an intake, not a log.
+
+A command's entry serves until the engine group has acknowledged it: what it led to is then in
+the table's event stream and its answer under its id in the shard's ``cmdids`` hash (the audit
+replays events, never commands). Left alone, every command ever sent would stay in Redis, a
+couple of hundred bytes each, growing the memory and every AOF rewrite without end.
+
+So the owner of a shard, at each sweep (``ShardRunner``), deletes the entries that *every*
+consumer group of the stream has acknowledged and that arrived more than
+``command_retention_ms`` ago (kept for a look at what came in: ``XRANGE <ns>:{sNN}:cmd``).
+One script does it in one step (:data:`TRIM_CONSUMED_LUA`): the bound is the oldest entry any
+group still has pending, else the newest entry it was given (entries past it are not delivered
+yet); whichever group is furthest behind sets it, and an entry younger than the retention
+(by the server's clock, which gives the entry ids) is never reached. ``XTRIM MINID ~`` then
+drops whole stream nodes below the bound, so a hundred or so consumed entries may stay a
+sweep longer. A stream without a group is left as it is: nobody consumes it yet.
+"""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+
+__all__ = ["TRIM_CONSUMED_LUA", "ConsumedTrim"]
+
+TRIM_CONSUMED_LUA = """
+-- KEYS[1] a command stream   ARGV[1] retention (ms)   ARGV[2] '~' (whole nodes) or '='
+-- Returns the number of entries deleted.
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local groups = redis.call('XINFO', 'GROUPS', KEYS[1])
+if #groups == 0 then return 0 end
+local now = redis.call('TIME')
+local bound_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+  - tonumber(ARGV[1])
+local bound_seq = 0
+local function lower(id)
+  local dash = string.find(id, '-', 1, true)
+  local ms = tonumber(string.sub(id, 1, dash - 1))
+  local seq = tonumber(string.sub(id, dash + 1))
+  if ms < bound_ms or (ms == bound_ms and seq < bound_seq) then
+    bound_ms, bound_seq = ms, seq
+  end
+end
+for _, group in ipairs(groups) do
+  local name, last
+  for i = 1, #group, 2 do
+    if group[i] == 'name' then name = group[i + 1] end
+    if group[i] == 'last-delivered-id' then last = group[i + 1] end
+  end
+  local pending = redis.call('XPENDING', KEYS[1], name)
+  if pending[1] > 0 then lower(pending[2]) else lower(last) end
+end
+if bound_ms <= 0 then return 0 end
+return redis.call('XTRIM', KEYS[1], 'MINID', ARGV[2], string.format('%d-%d', bound_ms, bound_seq))
+"""
+
+
+class ConsumedTrim:
+    """Deletes the consumed entries of a command stream (see the module docstring)."""
+
+    def __init__(self, client: Redis) -> None:
+        self._script = client.register_script(TRIM_CONSUMED_LUA)
+
+    async def __call__(self, stream: str, retention_ms: int, *, exact: bool = False) -> int:
+        """Trim ``stream`` of the entries every group acknowledged more than ``retention_ms``
+        ago; return how many were deleted.  ``exact`` trims entry by entry instead of whole
+        nodes (tests: the node size is a server setting)."""
+        deleted = await self._script(keys=[stream], args=[retention_ms, "=" if exact else "~"])
+        return int(deleted)
