@@ -12,8 +12,9 @@ One script does it in one step (:data:`TRIM_CONSUMED_LUA`): the bound is the old
 group still has pending, else the newest entry it was given (entries past it are not delivered
 yet); whichever group is furthest behind sets it, and an entry younger than the retention
 (by the server's clock, which gives the entry ids) is never reached. ``XTRIM MINID ~`` then
-drops whole stream nodes below the bound, so a hundred or so consumed entries may stay a
-sweep longer. A stream without a group is left as it is: nobody consumes it yet.
+drops whole stream nodes below the bound (a node holds up to 4 KB or 100 entries, some twenty
+commands), so a node's worth of consumed entries may stay a sweep longer. A stream without a
+group is left as it is: nobody consumes it yet.
 """
 
 from __future__ import annotations
