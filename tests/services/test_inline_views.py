@@ -14,8 +14,12 @@ from typing import Any
 
 import pytest
 import redis.asyncio
+from played_tables import (  # tests/services on sys.path
+    SHARDS,
+    Game,
+    assert_checkpoints_at_feed_ends,
+)
 from prometheus_client import REGISTRY
-from test_projector import SHARDS, Game, assert_checkpoints_at_feed_ends  # tests/ on sys.path
 
 from events import commands as wc
 from services import table_service as table_service_module

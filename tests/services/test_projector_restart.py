@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import redis.asyncio
-from test_projector import (  # the test folder is on sys.path
+from played_tables import (  # tests/services on sys.path
     SHARDS,
     Game,
     all_view_values,

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from test_projector import play_games  # the test folder is on sys.path
+from played_tables import play_games  # tests/services on sys.path
 
 from engine.views import seat_view, spectator_view
 from services.store import KeySpace, MemoryEventStore
