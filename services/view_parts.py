@@ -24,8 +24,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 from engine.views import with_seat
-from services import compact_json
 
 __all__ = [
     "PUBLIC",
@@ -65,12 +66,15 @@ _NOT_SPECTATOR = frozenset((*_HEAD, *PUBLIC_ONLY))
 
 
 def dump_view(view: Mapping[str, Any]) -> str:
-    """Return the JSON text of a view part: compact, keys in the order the part was built.
+    """Return the JSON text of a view part: compact, keys in the order the part was built, what
+    ``json.dumps(view, separators=(",", ":"), ensure_ascii=False)`` writes.
 
-    ``services.compact_json``: four views a table a round were a fifth of the projector's CPU
-    with the standard library's encoder, about a sixth of that with orjson.
+    By orjson: four views a table a round were a fifth of the projector's CPU with the standard
+    library's encoder, about a sixth of that with orjson.  Views have text keys only, so without
+    ``services.compact_json``'s option for other keys, which took 40 % of the time of the three
+    parts of a state (2.4–2.6 against 1.6–1.7 µs).  A view with another key raises TypeError.
     """
-    return compact_json.dumps(view)
+    return orjson.dumps(view).decode()
 
 
 def viewer_of(seat: int | None) -> str:

@@ -647,8 +647,13 @@ def test_python_m_entry_point_parses_the_same_arguments() -> None:
     "name", ["ann", "Zoë ✓", 'quote " and \\ back', "tab\tnew\nline\x01", "\u2028 emoji 🃏"]
 )
 def test_view_text_is_the_standard_librarys_compact_json(name: str) -> None:
-    view = {"seats": [{"name": name, "bot": None}, None], "scores": {0: 1, 1: 0}, "ok": True}
+    view = {"seats": [{"name": name, "bot": None}, None], "scores": [1, 0], "ok": True}
     assert dump_view(view) == json.dumps(view, separators=(",", ":"), ensure_ascii=False)
+
+
+def test_a_view_has_text_keys_only() -> None:
+    with pytest.raises(TypeError):
+        dump_view({"scores": {0: 1, 1: 0}})
 
 
 def test_view_keys_are_the_key_spaces_table_view_keys() -> None:
