@@ -34,7 +34,6 @@ __all__ = [
     "RETIRED_PARTS",
     "SEAT_PARTS",
     "SPECTATOR",
-    "SPECTATOR_ONLY",
     "STORED_PARTS",
     "VIEWERS",
     "assemble",
@@ -59,8 +58,6 @@ deletes them."""
 PUBLIC_ONLY = ("status", "seats", "turn_seconds", "to_act", "updated_at")
 """The table's own fields of the public view, in their order, after ``table_id`` and
 ``version``; the spectator view has ``seat`` (None) and ``legal_actions`` (empty) instead."""
-SPECTATOR_ONLY = ("seat", "legal_actions")
-"""The spectator view's fields that the public view leaves out (always None and empty)."""
 _HEAD = ("table_id", "version")
 _NOT_SPECTATOR = frozenset((*_HEAD, *PUBLIC_ONLY))
 
