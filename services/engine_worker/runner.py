@@ -14,6 +14,7 @@ import redis.exceptions
 from services.engine_worker.answers import answered, give_up, malformed
 from services.engine_worker.batch import ShardPart, execute_parts, process_batches
 from services.engine_worker.entries import _Entry, _Malformed, _RawEntry, parse_entry
+from services.engine_worker.metrics import COMMAND_BACKLOG
 from services.engine_worker.streams import GROUP
 from services.log import get_logger
 from services.table_batch import BatchResult
@@ -92,6 +93,8 @@ class ShardRunner:
                 "a batch of the shard is still in hand", seconds=self.worker.settle_seconds
             )
         await self.worker.acks.drain()  # its entries acknowledged before the lease goes
+        with contextlib.suppress(KeyError):  # the next owner reports the shard's backlog
+            COMMAND_BACKLOG.remove(str(self.shard))
 
     # -- the loop -----------------------------------------------------------------------------
     async def _run(self) -> None:
@@ -148,8 +151,10 @@ class ShardRunner:
             self.log.info("claimed idle entries", count=swept)
         if self.may_append():
             trimmed = await self.worker.trim_consumed(self.stream, settings.command_retention_ms)
-            if trimmed:
-                self.log.debug("trimmed consumed commands", count=trimmed)
+            if trimmed.deleted:
+                self.log.debug("trimmed consumed commands", count=trimmed.deleted)
+            if trimmed.backlog is not None:
+                COMMAND_BACKLOG.labels(shard=str(self.shard)).set(trimmed.backlog)
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):

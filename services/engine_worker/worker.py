@@ -80,7 +80,7 @@ class EngineWorker:
         self._service_factory = service_factory
         self._service: TableService | None = None
         self.leases = ShardLeases(self.client, settings.keys, self.worker_id, settings.lease_ms)
-        self.trim_consumed = ConsumedTrim(self.client)
+        self.trim_consumed = ConsumedTrim(self.client, GROUP)
         self.runners: dict[int, ShardRunner] = {}
         self._retiring: dict[int, asyncio.Task[None]] = {}
         self.log = get_logger("engine_worker", worker=self.worker_id)

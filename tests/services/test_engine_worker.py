@@ -300,8 +300,15 @@ async def test_consumed_commands_leave_their_stream(
             assert (await result_of(store, table_id, f"create-{table_id}"))["ok"] is True
         # the sweep (every claim_idle_ms) deletes whole stream nodes of acknowledged entries
         await eventually(lambda: _shorter(redis_client, stream, len(tables) // 2))
+        # and reports the shard's backlog: nothing left to acknowledge
+        await eventually(lambda: backlog(2) == 0)
     assert await pending(redis_client, settings) == 0
     assert len(await store.read(tables[0])) == 1  # what the command led to stays
+    assert backlog(2) is None  # a shard given up is reported by its next owner
+
+
+def backlog(shard: int) -> float | None:
+    return REGISTRY.get_sample_value("conquian_command_backlog", {"shard": str(shard)})
 
 
 async def _shorter(client: redis.asyncio.Redis, stream: str, length: int) -> bool:
