@@ -6,7 +6,8 @@ tables are independent.  ``execute_many`` therefore runs in *rounds*: round ``k`
 ``k``-th command of every table in the batch, decides each one on its table (cached, else
 folded from the store), and appends them all with ``EventStore.append_many`` (one pipelined
 round trip on Redis, each append still its own atomic Lua call).  A batch of commands for ``n``
-different tables costs about one round trip instead of ``n``.
+different tables costs about one round trip instead of ``n``.  Each command is planned and its
+append's outcome taken as ``execute`` does it (``TableService.plan`` and ``finish``).
 
 Each command gets exactly the outcome ``TableService.execute`` would give it: the same events,
 result, secrets and status, the same rejection recorded under the command id, the same answer
@@ -34,24 +35,11 @@ import time
 import weakref
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
 
-from engine.errors import EngineError
 from events import commands as wc
-from events.base import ContractError
-from events.mapping import rejection
-from services import compact_json
-from services.store.base import AppendRequest, AppendResult, VersionConflict
+from services.store.base import VersionConflict
 from services.table import Table
-from services.table_service import (
-    Outcome,
-    TableError,
-    TableService,
-    _body,
-    _replayed,
-    _status,
-)
+from services.table_service import Outcome, Plan, TableService
 
 __all__ = ["BatchItem", "BatchResult", "execute_many"]
 
@@ -60,74 +48,6 @@ BatchItem = tuple[wc.Command, int | None]
 
 BatchResult = Outcome | BaseException | None
 """What ``execute_many`` answers for one command (see the module docstring)."""
-
-_DECISION_ERRORS = (EngineError, ContractError, TableError, ValueError)
-"""Errors that reject a command (recorded under its id), as in ``TableService._attempt``."""
-
-
-@dataclass
-class _Plan:
-    """One command of a round: its table, the append to make and what it means."""
-
-    index: int
-    table: Table
-    command: wc.Command
-    seat: int | None
-    request: AppendRequest
-    result: dict[str, Any]
-    following: Table | None  # after the decision's events, hash not known yet; None: rejected
-
-
-def _plan(service: TableService, index: int, table: Table, item: BatchItem, now: int) -> _Plan:
-    """Decide one command on ``table``: the append of its events, or of its rejection."""
-    command, seat = item
-    try:
-        decision = service.decide(table, command, seat)
-    except _DECISION_ERRORS as error:
-        rejected = rejection(command.command_id, error)
-        result = {"ok": False, "code": rejected.code, "message": rejected.message}
-        request = AppendRequest(
-            table.table_id,
-            table.version,
-            table.hash,
-            command.command_id,
-            (),
-            compact_json.dumps(result),
-        )
-        return _Plan(index, table, command, seat, request, result, None)
-    result = {"ok": True, **decision.result}
-    following = table.next(decision.events, decision.match, decision.secrets)
-    request = AppendRequest(
-        table.table_id,
-        table.version,
-        table.hash,
-        command.command_id,
-        [_body(e, command.command_id, now) for e in decision.events],
-        compact_json.dumps(result),
-        decision.secrets or None,
-        _status(table, decision.events),
-        service.views_after(following, now) if decision.events else None,
-    )
-    return _Plan(index, table, command, seat, request, result, following)
-
-
-def _finish(service: TableService, plan: _Plan, appended: AppendResult) -> Outcome:
-    """The outcome of a planned append, with the table cached at its new version."""
-    if appended.duplicate:
-        return _replayed(appended)
-    if plan.following is None:
-        return Outcome(False, plan.result, table=plan.table)
-    new = plan.following.stored_as(appended)
-    service._remember(new)
-    return Outcome(
-        True,
-        plan.result,
-        False,
-        appended.first_version,
-        appended.last_version,
-        new,
-        plan.request.views is not None,
-    )
 
 
 LOAD_CONCURRENCY = 4
@@ -185,7 +105,7 @@ async def execute_many(
                 strict=True,
             )
         )
-        plans: list[_Plan] = []
+        plans: list[tuple[int, Plan]] = []  # (index of the command, its plan)
         now = service.clock()
         for table_id, index in heads:
             try:
@@ -194,7 +114,7 @@ async def execute_many(
                     raise table
                 if table is None:  # evicted from a full cache meanwhile
                     table = await service.load(table_id)
-                plans.append(_plan(service, index, table, items[index], now))
+                plans.append((index, service.plan(table, *items[index], now)))
             except Exception as exc:  # reported per command, table stops here
                 results[index] = exc
                 queues.pop(table_id, None)
@@ -202,26 +122,26 @@ async def execute_many(
             continue
         started = time.perf_counter()
         try:
-            replies = await store.append_many([p.request for p in plans])
+            replies = await store.append_many([plan.request for _, plan in plans])
         except Exception as exc:  # e.g. Redis unreachable: the round failed
-            for plan in plans:
-                results[plan.index] = exc
+            for index, plan in plans:
+                results[index] = exc
                 queues.pop(plan.table.table_id, None)
             continue
         finally:
             if on_append is not None:
                 on_append(time.perf_counter() - started)
         finished: list[str] = []
-        for plan, reply in zip(plans, replies, strict=True):
+        for (index, plan), reply in zip(plans, replies, strict=True):
             try:
                 if isinstance(reply, VersionConflict):
-                    results[plan.index] = await service.execute(plan.command, plan.seat)
+                    results[index] = await service.execute(plan.command, plan.seat)
                 else:
-                    results[plan.index] = _finish(service, plan, reply)
+                    results[index] = service.finish(plan, reply)
                     if plan.request.status == "over" and not reply.duplicate:
                         finished.append(plan.table.table_id)  # its last event: give memory back
             except Exception as exc:  # reported per command, table stops here
-                results[plan.index] = exc
+                results[index] = exc
                 queues.pop(plan.table.table_id, None)
         if finished:
             service.seal_soon(finished)

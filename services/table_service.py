@@ -36,7 +36,7 @@ from events.mapping import rejection, reveal, to_engine_command, to_wire
 from services import compact_json
 from services.log import get_logger
 from services.lru import Lru
-from services.store.base import AppendResult, EventStore, VersionConflict
+from services.store.base import AppendRequest, AppendResult, EventStore, VersionConflict
 from services.table import SEED_KEY, TOKEN_KEY, SeatHolder, Table, fold_table
 from services.views_fold import table_views
 
@@ -88,6 +88,26 @@ class Outcome:
         """Return the rejection code, None when accepted."""
         code = self.result.get("code")
         return None if self.ok or not isinstance(code, str) else code
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A command decided on a table, before its append: the append to make and what it means.
+
+    ``following`` is the table after the decision's events (its hash not known before they are
+    stored), None for a rejection, whose append records ``result`` under the command id.
+    """
+
+    table: Table
+    command: wc.Command
+    seat: int | None
+    request: AppendRequest
+    result: dict[str, Any]
+    following: Table | None
+
+
+DECISION_ERRORS = (EngineError, ContractError, TableError, ValueError)
+"""The errors that reject a command: its rejection is recorded under its id."""
 
 
 TokenHasher = Callable[[str, int, str], str]
@@ -171,56 +191,66 @@ class TableService:
         raise TableError("table/busy", f"table {command.table_id}: too many concurrent writers")
 
     async def _attempt(self, table: Table, command: wc.Command, seat: int | None) -> Outcome:
-        now = self.clock()
+        plan = self.plan(table, command, seat, self.clock())
+        appended = await self.store.append_request(plan.request)
+        outcome = self.finish(plan, appended)
+        if plan.request.status == "over" and not appended.duplicate:
+            await self.seal_finished([table.table_id])  # the table's last event: memory back
+        return outcome
+
+    def plan(self, table: Table, command: wc.Command, seat: int | None, now: int) -> Plan:
+        """Decide ``command`` on ``table`` (events timed ``now``): the append of its events,
+        with the table's views when the store keeps them, or of its rejection.
+
+        ``execute`` and ``services.table_batch.execute_many`` both append what this plans.
+        """
         try:
             decision = self.decide(table, command, seat)
-        except (EngineError, ContractError, TableError, ValueError) as error:
-            return await self._reject(table, command, error)
-        bodies = [_body(e, command.command_id, now) for e in decision.events]
+        except DECISION_ERRORS as error:
+            rejected = rejection(command.command_id, error)
+            result = {"ok": False, "code": rejected.code, "message": rejected.message}
+            request = AppendRequest(
+                table.table_id,
+                table.version,
+                table.hash,
+                command.command_id,
+                (),
+                compact_json.dumps(result),
+            )
+            return Plan(table, command, seat, request, result, None)
+        result = {"ok": True, **decision.result}
         following = table.next(decision.events, decision.match, decision.secrets)
-        views = self.views_after(following, now) if decision.events else None
-        status = _status(table, decision.events)
-        appended = await self.store.append(
+        request = AppendRequest(
             table.table_id,
             table.version,
             table.hash,
             command.command_id,
-            bodies,
-            compact_json.dumps({"ok": True, **decision.result}),
-            secrets=decision.secrets or None,
-            status=status,
-            views=views,
+            [_body(e, command.command_id, now) for e in decision.events],
+            compact_json.dumps(result),
+            decision.secrets or None,
+            _status(table, decision.events),
+            self.views_after(following, now) if decision.events else None,
         )
+        return Plan(table, command, seat, request, result, following)
+
+    def finish(self, plan: Plan, appended: AppendResult) -> Outcome:
+        """The outcome of a planned append, with the table cached at its new version (the
+        first outcome when the command id was seen before)."""
         if appended.duplicate:
             return _replayed(appended)
-        if status == "over":  # the table's last event: give memory back
-            await self.seal_finished([table.table_id])
-        new = following.stored_as(appended)
+        if plan.following is None:
+            return Outcome(False, plan.result, table=plan.table)
+        new = plan.following.stored_as(appended)
         self._remember(new)
         return Outcome(
             True,
-            {"ok": True, **decision.result},
+            plan.result,
             False,
             appended.first_version,
             appended.last_version,
             new,
-            views is not None,
+            plan.request.views is not None,
         )
-
-    async def _reject(self, table: Table, command: wc.Command, error: Exception) -> Outcome:
-        rejected = rejection(command.command_id, error)
-        result = {"ok": False, "code": rejected.code, "message": rejected.message}
-        appended = await self.store.append(
-            table.table_id,
-            table.version,
-            table.hash,
-            command.command_id,
-            (),
-            compact_json.dumps(result),
-        )
-        if appended.duplicate:
-            return _replayed(appended)
-        return Outcome(False, result, table=table)
 
     def views_after(self, following: Table, now: int) -> dict[str, str] | None:
         """Return the view parts of ``following`` (a decided command's table, its events

@@ -279,22 +279,24 @@ class EventStore(abc.ABC):
         out: list[AppendResult | VersionConflict] = []
         for r in requests:
             try:
-                out.append(
-                    await self.append(
-                        r.table_id,
-                        r.expected_version,
-                        r.expected_hash,
-                        r.command_id,
-                        r.events,
-                        r.result,
-                        secrets=r.secrets,
-                        status=r.status,
-                        views=r.views,
-                    )
-                )
+                out.append(await self.append_request(r))
             except VersionConflict as exc:
                 out.append(exc)
         return out
+
+    async def append_request(self, r: AppendRequest) -> AppendResult:
+        """:meth:`append` with the arguments of ``r`` (raises :class:`VersionConflict`)."""
+        return await self.append(
+            r.table_id,
+            r.expected_version,
+            r.expected_hash,
+            r.command_id,
+            r.events,
+            r.result,
+            secrets=r.secrets,
+            status=r.status,
+            views=r.views,
+        )
 
     @abc.abstractmethod
     async def read(
