@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,22 +9,6 @@ from services.projector.core import PipelineCall, ProjectorCore
 from services.projector.records import TableRead
 from services.store.base import StoredEvent, StoreError
 from services.store.redis_store import decode_packed
-from services.view_parts import PUBLIC, version_of
-
-
-def _mget(keys: list[str]) -> PipelineCall:
-    return lambda pipe: pipe.mget(keys)
-
-
-def _view_version(raw: bytes | str | None) -> int:
-    """The version a stored public view was built to (0: none, or not a view)."""
-    if raw is None:
-        return 0
-    try:
-        view = json.loads(raw)
-    except ValueError:
-        return 0
-    return max(version_of(view), 0) if isinstance(view, dict) else 0
 
 
 def _as_bytes(value: bytes | str) -> bytes:
@@ -38,7 +21,7 @@ class ProjectorFetch(ProjectorCore):
 
     async def _fetch(self, reads: Sequence[TableRead]) -> dict[str, list[StoredEvent]]:
         """Read every table's missing events in one round trip: one script call per shard (its
-        streams share the shard's hash tag), and the stored view versions not known yet."""
+        streams share the shard's hash tag)."""
         if not reads:
             return {}
         by_shard: dict[int, list[TableRead]] = {}
@@ -51,20 +34,12 @@ class ProjectorFetch(ProjectorCore):
             for r in rs:
                 args += [f"{r.first}-1", "+" if r.last is None else f"{r.last}-1", self.read_chunk]
             calls.append(self._script("read", keys, args))
-            misses = [self.keys.table_view(r.table_id, PUBLIC) for r in rs if r.stored is None]
-            if misses:
-                calls.append(_mget(misses))
         replies = iter(await self._run(calls))
         out: dict[str, list[StoredEvent]] = {}
         for rs in by_shard.values():
             bufs = next(replies)
             if isinstance(bufs, Exception):
                 raise bufs
-            if any(r.stored is None for r in rs):
-                stored = iter(next(replies))
-                for r in rs:
-                    if r.stored is None:
-                        r.stored = _view_version(next(stored))
             for r, buf in zip(rs, bufs, strict=True):
                 out[r.table_id] = await self._decode(r, _as_bytes(buf))
         return out

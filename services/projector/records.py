@@ -66,4 +66,4 @@ class TableRead:
     table_id: str
     first: int
     last: int | None
-    stored: int | None = None  # version of the stored public view (None: not read yet)
+    stored: int = 0  # version of the stored public view (a round reads it first; 0: none)

@@ -236,7 +236,7 @@ class ProjectorRound(ProjectorLeases, ProjectorFetch):
         fold = self._cache.get(r.table_id)
         if fold is None:
             fold = TableFold(r.table_id)
-        stored = r.stored or 0
+        stored = r.stored
         goal = max(target, stored)
         try:
             for e in events:
