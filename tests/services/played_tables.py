@@ -24,6 +24,7 @@ from services.store import EventStore, KeySpace, RedisEventStore
 from services.table import Table
 from services.table_service import Outcome, TableService
 from services.view_parts import STORED_PARTS, assemble
+from services.views_fold import TableFold
 
 SHARDS = 4
 """Shards of the key spaces these tests build."""
@@ -195,6 +196,14 @@ async def read_views(
         assert all(v is None for v in raw), "a table's view parts are written together"
         return None
     return {p: v.decode("utf-8") for p, v in zip(STORED_PARTS, raw, strict=True)}
+
+
+async def folded_views(store: EventStore, table_id: str) -> dict[str, str]:
+    """The projector's views of a table's stored events."""
+    fold = TableFold(table_id)
+    for e in await store.read(table_id):
+        fold.apply_body(e.version, e.body)
+    return fold.views()
 
 
 async def all_view_values(client: redis.asyncio.Redis, ns: str) -> dict[str, bytes]:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import redis.asyncio
+from played_tables import folded_views, read_views  # tests/services on sys.path
 from prometheus_client import REGISTRY
 
 from events import commands as wc
@@ -29,7 +30,6 @@ from services.store.redis_store import RedisEventStore
 from services.table import Table
 from services.table_service import Decision, Outcome, TableService
 from services.view_parts import STORED_PARTS
-from services.views_fold import TableFold
 
 SEED = bytes(range(32))
 
@@ -260,11 +260,9 @@ async def test_views_are_current_when_the_answer_is(
     head = await store.head(table_id)
     assert seen and seen[-1] == f"{table_id} {head.version}"
     assert [int(line.split()[1]) for line in seen] == sorted(int(line.split()[1]) for line in seen)
-    fold = TableFold(table_id)
-    for e in await store.read(table_id):
-        fold.apply_body(e.version, e.body)
-    for part, text in fold.views().items():
-        assert await redis_client.get(settings.keys.table_view(table_id, part)) == text.encode()
+    assert await read_views(redis_client, settings.keys, table_id) == await folded_views(
+        store, table_id
+    )
 
 
 class Batches(EngineWorker):
