@@ -131,18 +131,13 @@ async def execute_many(
         finally:
             if on_append is not None:
                 on_append(time.perf_counter() - started)
-        finished: list[str] = []
         for (index, plan), reply in zip(plans, replies, strict=True):
             try:
                 if isinstance(reply, VersionConflict):
                     results[index] = await service.execute(plan.command, plan.seat)
                 else:
                     results[index] = service.finish(plan, reply)
-                    if plan.request.status == "over" and not reply.duplicate:
-                        finished.append(plan.table.table_id)  # its last event: give memory back
             except Exception as exc:  # reported per command, table stops here
                 results[index] = exc
                 queues.pop(plan.table.table_id, None)
-        if finished:
-            service.seal_soon(finished)
     return results

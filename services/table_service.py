@@ -19,7 +19,7 @@ import hmac
 import json
 import secrets as random_source
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -192,11 +192,7 @@ class TableService:
 
     async def _attempt(self, table: Table, command: wc.Command, seat: int | None) -> Outcome:
         plan = self.plan(table, command, seat, self.clock())
-        appended = await self.store.append_request(plan.request)
-        outcome = self.finish(plan, appended)
-        if plan.request.status == "over" and not appended.duplicate:
-            await self.seal_finished([table.table_id])  # the table's last event: memory back
-        return outcome
+        return self.finish(plan, await self.store.append_request(plan.request))
 
     def plan(self, table: Table, command: wc.Command, seat: int | None, now: int) -> Plan:
         """Decide ``command`` on ``table`` (events timed ``now``): the append of its events,
@@ -235,13 +231,16 @@ class TableService:
 
     def finish(self, plan: Plan, appended: AppendResult) -> Outcome:
         """The outcome of a planned append, with the table cached at its new version (the
-        first outcome when the command id was seen before)."""
+        first outcome when the command id was seen before); a table whose match it ended is
+        sealed (:meth:`seal_soon`)."""
         if appended.duplicate:
             return _replayed(appended)
         if plan.following is None:
             return Outcome(False, plan.result, table=plan.table)
         new = plan.following.stored_as(appended)
         self._remember(new)
+        if plan.request.status == "over":  # the table's last event: give memory back
+            self.seal_soon(new.table_id)
         return Outcome(
             True,
             plan.result,
@@ -268,25 +267,20 @@ class TableService:
             _log.exception("views not built", table=following.table_id, version=following.version)
             return None
 
-    async def seal_finished(self, table_ids: Sequence[str]) -> None:
-        """Give back the memory that finished tables' streams keep for more appends
-        (``EventStore.seal``, after a table's last event).
-
-        A failure is logged, not raised: the table is whole either way, and the command that
-        ended it was appended.
-        """
-        for table_id in table_ids:
-            try:
-                await self.store.seal(table_id)
-            except Exception:
-                _log.exception("seal failed", table=table_id)
-
-    def seal_soon(self, table_ids: Sequence[str]) -> None:
-        """:meth:`seal_finished` in a task of its own: nothing waits for it (no command comes
-        after a table's last event), so a batch does not wait a round trip for it."""
-        task = asyncio.create_task(self.seal_finished(list(table_ids)), name="seal")
+    def seal_soon(self, table_id: str) -> None:
+        """Give back the memory a finished table's stream keeps for more appends
+        (``EventStore.seal``, after its last event), in a task of its own: nothing waits for it
+        (no command comes after a table's last event), so a command or a batch does not wait a
+        round trip for it.  A failure is logged: the table is whole either way."""
+        task = asyncio.create_task(self._seal(table_id), name="seal")
         self._sealing.add(task)
         task.add_done_callback(self._sealing.discard)
+
+    async def _seal(self, table_id: str) -> None:
+        try:
+            await self.store.seal(table_id)
+        except Exception:
+            _log.exception("seal failed", table=table_id)
 
     async def sealed(self) -> None:
         """Wait until the seals started by :meth:`seal_soon` are done."""

@@ -247,3 +247,15 @@ async def test_a_seal_that_fails_leaves_the_ending_command_accepted() -> None:
             outcome = await svc.execute(resign, 0)
         assert isinstance(outcome, Outcome) and outcome.ok, run
         assert (await svc.store.head("F1")).status == "over"
+
+
+async def test_a_table_ended_by_execute_is_sealed_once() -> None:
+    """The one-command path seals as a batch does (``TableService.finish``)."""
+    store = SealsKept()
+    svc = service(store)
+    await execute_many(svc, opening("S3"))
+    resign = wc.Resign(table_id="S3", command_id="resign-S3")
+    assert (await svc.execute(resign, 0)).ok
+    assert (await svc.execute(resign, 0)).duplicate
+    await svc.sealed()
+    assert store.sealed == ["S3"]
