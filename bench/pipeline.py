@@ -15,8 +15,9 @@ clock starts and written on a bare socket, ``bench/raw_redis.py``, so that the l
 takes as little as it can of the two cores it shares with the services) and listens to the view
 hints ``<table_id> <version>`` on ``<ns>:views``.
 
-The games are computed beforehand (``bench/pipeline_games.py``): a ``TableService`` on a ``MemoryEventStore`` with the same
-insecure deal key (so the same decks and first dealers) and a fixed clock plays whole matches of
+The games are computed beforehand (``bench/pipeline_games.py``): a ``TableService`` on a
+``MemoryEventStore`` with the same insecure deal key (so the same decks and first dealers) and a
+fixed clock plays whole matches of
 ``--deals`` deals with bots (``--bots``, seat 0 and seat 1), recording each table's wire commands
 (create_table, two joins, moves with ``expected_version``, next_deal) and the table version each
 command leads to.  A table's commands are queued in stream order; the worker applies them in
@@ -359,13 +360,10 @@ class Driver:
                     final = game.final if upto is None else upto.get(game.table_id)
                     if final is None:
                         continue
-                    shard = self.keys.shard_of(game.table_id)
                     fields = [
-                        self.keys.cmdid_field(game.table_id, command_id)
-                        for _, version, command_id in game.commands
-                        if version <= final
+                        command_id for _, version, command_id in game.commands if version <= final
                     ]
-                    pipe.hmget(self.keys.cmdids(shard), fields)
+                    pipe.hmget(self.keys.command_ids(game.table_id), fields)
                     pipe.hget(self.keys.head(game.table_id), "version")
                     pipe.get(self.keys.table_view(game.table_id, "public"))
                     expected.append((game.table_id, final))

@@ -46,15 +46,16 @@ def _calls(ns: str, tables: int, round_no: int) -> list[tuple[Any, ...]]:
         keys = (
             *(prefix + k for k in ("head", "ev")),
             f"{ns}:{{s01}}:feed",
-            f"{ns}:{{s01}}:cmdids",
+            prefix + "cmdids",
             prefix + "secret",
+            f"{ns}:{{s01}}:cmdids",
         )
         before = (
             hashlib.sha256(f"{t}/{round_no - 1}".encode()).hexdigest() if round_no else "0" * 64
         )
         after = hashlib.sha256(f"{t}/{round_no}".encode()).hexdigest()
-        args: list[Any] = [f"T{t}", f"T{t}|c{round_no}", 3 * round_no, before, b'{"ok":true}']
-        args += [3, after, "", "", 0]
+        args: list[Any] = [f"T{t}", f"c{round_no}", 3 * round_no, before, b'{"ok":true}']
+        args += [3, after, "", "", 0, ""]
         for _ in range(3):
             args += [BODY, bytes.fromhex(after)]
         out.append((len(keys), *keys, *args))

@@ -193,7 +193,7 @@ async def memory(
         await store.seal(t)
     sealed = await usage([ks.events(t) for t in tables])
     shards = range(ks.shards)
-    cmdids = await usage([ks.cmdids(s) for s in shards])
+    cmdids = await usage([ks.command_ids(t) for t in tables])
     feed = await usage([ks.feed(s) for s in shards])
     return {
         "bytes_per_event_live": round(live / n, 1),

@@ -39,6 +39,9 @@ class Settings(BaseSettings):
     command_retention_ms: int = Field(default=10_000, ge=0)
     """How long an engine worker keeps an acknowledged command in its stream before its sweep
     (every ``claim_idle_ms``) deletes it (``services.engine_worker.consumed``)."""
+    finished_command_ids_ms: int = Field(default=3_600_000, ge=0)
+    """How long a table's command ids stay once its match is over (0: for ever); a duplicate
+    sent later is decided again and refused (``services.store.redis_store``)."""
     lease_ms: int = Field(default=10_000, ge=1_000)
     projector_linger_ms: int = Field(default=50, ge=0, le=5_000)
     """How long a projector waits after a round that found every view current (the engine

@@ -76,7 +76,9 @@ class EngineWorker:
         self.results_channel = results_channel(settings.namespace)
         self.views_channel = views_channel(settings.namespace)
         self.client: redis.asyncio.Redis = connect(settings.redis_url, call_timeouts=False)
-        self.store = RedisEventStore(self.client, settings.keys)
+        self.store = RedisEventStore(
+            self.client, settings.keys, finished_ids_ms=settings.finished_command_ids_ms or None
+        )
         self._service_factory = service_factory
         self._service: TableService | None = None
         self.leases = ShardLeases(self.client, settings.keys, self.worker_id, settings.lease_ms)

@@ -3,7 +3,8 @@
 The gateway never writes events: it ``XADD``s the checked command to ``<ns>:{sNN}:cmd`` with the
 fields ``c`` (the command's JSON), ``s`` (the seat, ``""`` for create and join) and ``r``
 (received, ms), and waits for the engine worker.  The result it answers with is the one the
-store recorded under the command id (``<ns>:{sNN}:cmdids``: ``"<first> <last> <result>"``), read
+store recorded under the command id (``<ns>:{sNN}:t:<table>:cmdids``: ``"<first> <last>
+<result>"``, ``services.store.redis_store.command_record``), read
 when the ``<ns>:results`` hint arrives and, in case a hint was missed, at growing intervals.  A
 command id the store already knows is answered from the store without enqueueing it again.
 After ``result_wait_ms`` without a result the answer is *pending*: the command is queued, and
@@ -23,6 +24,7 @@ from redis.asyncio import Redis
 from events import commands as wc
 from services.gateway.hub import Hub
 from services.store.keys import KeySpace
+from services.store.redis_store import command_record
 
 
 @dataclass(frozen=True)
@@ -101,13 +103,10 @@ class Intake:
 
     async def recorded(self, table_id: str, command_id: str) -> Answer | None:
         """Return the store's record of the command, None if it has none."""
-        shard = self.keys.shard_of(table_id)
-        raw = await self.redis.hget(
-            self.keys.cmdids(shard), self.keys.cmdid_field(table_id, command_id)
-        )
+        raw = await command_record(self.redis, self.keys, table_id, command_id)
         if raw is None:
             return None
-        first, last, result = (raw if isinstance(raw, bytes) else raw.encode()).split(b" ", 2)
+        first, last, result = raw.split(b" ", 2)
         parsed = json.loads(result) if result else {}
         if not isinstance(parsed, dict):
             parsed = {"ok": False, "code": "command/failed", "message": "unreadable result"}

@@ -5,18 +5,21 @@ Append one command's events to a table, atomically.  All keys share the table's 
 KEYS[1] head     hash: version, hash (hex), status
 KEYS[2] events   stream, ids <version>-1, fields b (compact canonical JSON), h (raw sha256)
 KEYS[3] feed     shard feed stream, fields t (table), f (first version), l (last version)
-KEYS[4] cmdids   hash: "<table>|<command id>" -> "<first> <last> <result>"
+KEYS[4] cmdids   the table's hash: "<command id>" -> "<first> <last> <result>"
 KEYS[5] secret   hash: caller's secrets, HSET in the same step
-KEYS[6..]        the table's view parts (strings), SET when events are appended
+KEYS[6] legacy   the shard's hash "<table>|<command id>" -> the same, where older stores
+                 recorded command ids: read, never written
+KEYS[7..]        the table's view parts (strings), SET when events are appended
 
-ARGV[1]  table id            ARGV[2]  cmdids field
+ARGV[1]  table id            ARGV[2]  command id
 ARGV[3]  expected version    ARGV[4]  expected head hash (hex)
 ARGV[5]  result to remember  ARGV[6]  n events
 ARGV[7]  last hash (hex) after the append
 ARGV[8]  status to set in the head ('' leaves it)
 ARGV[9]  feed MAXLEN ~ ('' never trims)
 ARGV[10] n secret pairs
-ARGV[11..]  n pairs (body, raw hash), then the secret pairs (field, value), then one value
+ARGV[11] ms the command ids stay once the match is over ('' for ever)
+ARGV[12..]  n pairs (body, raw hash), then the secret pairs (field, value), then one value
             per view key
 
 Returns {0, first, last}                          appended
@@ -24,6 +27,7 @@ Returns {0, first, last}                          appended
         {2, head version, head hash hex}          version or hash conflict: nothing written
 ]]
 local seen = redis.call('HGET', KEYS[4], ARGV[2])
+if not seen then seen = redis.call('HGET', KEYS[6], ARGV[1] .. '|' .. ARGV[2]) end
 if seen then
   local a = string.find(seen, ' ', 1, true)
   local b = string.find(seen, ' ', a + 1, true)
@@ -41,7 +45,7 @@ if seen then
   return {1, tonumber(string.sub(seen, 1, a - 1)), tonumber(last), string.sub(seen, b + 1), h}
 end
 
-local head = redis.call('HMGET', KEYS[1], 'version', 'hash')
+local head = redis.call('HMGET', KEYS[1], 'version', 'hash', 'status')
 local version = tonumber(head[1] or '0')
 local hash = head[2] or '0000000000000000000000000000000000000000000000000000000000000000'
 if version ~= tonumber(ARGV[3]) or hash ~= ARGV[4] then
@@ -51,7 +55,7 @@ end
 local n = tonumber(ARGV[6])
 local first = version + 1
 local last = version + n
-local i = 11
+local i = 12
 for v = first, last do
   redis.call('XADD', KEYS[2], v .. '-1', 'b', ARGV[i], 'h', ARGV[i + 1])
   i = i + 2
@@ -71,18 +75,23 @@ elseif ARGV[8] ~= '' then
   redis.call('HSET', KEYS[1], 'version', last, 'hash', hash, 'status', ARGV[8])
 end
 redis.call('HSET', KEYS[4], ARGV[2], first .. ' ' .. last .. ' ' .. ARGV[5])
+-- A finished table's command ids go after a while (NX: counted from the match's end); a
+-- duplicate sent later is decided again, and a finished match refuses it.
+if ARGV[11] ~= '' and (ARGV[8] == 'over' or (ARGV[8] == '' and head[3] == 'over')) then
+  redis.call('PEXPIRE', KEYS[4], ARGV[11], 'NX')
+end
 local ns = tonumber(ARGV[10])
 if ns > 0 then
   local kv = {}
   for j = 1, 2 * ns do kv[j] = ARGV[i + j - 1] end
   redis.call('HSET', KEYS[5], unpack(kv))
 end
-if n > 0 and #KEYS > 5 then
+if n > 0 and #KEYS > 6 then
   -- Views are derived data, as the projector's: to replicas, not into the AOF (after a
   -- restart they are as of the last rewrite, and the projector folds the feed from there).
   redis.set_repl(redis.REPL_REPLICA)
   local v = i + 2 * ns
-  for k = 6, #KEYS do
+  for k = 7, #KEYS do
     redis.call('SET', KEYS[k], ARGV[v])
     v = v + 1
   end

@@ -8,8 +8,11 @@ touches keys of one Redis Cluster slot.  Keys, with ``ns`` the deployment's pref
 ``<ns>:{sNN}:t:<table>:ev``            the table's events; stream ids ``<version>-1``
 ``<ns>:{sNN}:t:<table>:head``          hash: ``version``, ``hash`` (hex), ``status``
 ``<ns>:{sNN}:t:<table>:secret``        hash written atomically with an append (seed, …)
+``<ns>:{sNN}:t:<table>:cmdids``        hash ``<command id>`` → first result (expires after
+                                       the match)
 ``<ns>:{sNN}:feed``                    shard feed: one entry per append (``t``, ``f``, ``l``)
-``<ns>:{sNN}:cmdids``                  hash ``<table>|<command id>`` → first result
+``<ns>:{sNN}:cmdids``                  hash ``<table>|<command id>`` → first result, where
+                                       stores before the per-table hash recorded them (read)
 ``<ns>:{sNN}:cmd``                     command intake stream
 ``<ns>:{sNN}:view:…``                  read models
 ``<ns>:{sNN}:ckpt:<projector>``        a projector's checkpoint
@@ -119,6 +122,11 @@ class KeySpace:
         """The table's secret hash (written only atomically with an append)."""
         return self.table_key(table_id, "secret")
 
+    def command_ids(self, table_id: str) -> str:
+        """The table's processed command ids: hash ``<command id>`` → ``<first> <last>
+        <result>``, kept a while after the match ends (``RedisEventStore``)."""
+        return self.table_key(table_id, "cmdids")
+
     def table_view(self, table_id: str, *parts: str) -> str:
         """``<ns>:{sNN}:view:<table>[:part…]``: a read model of one table."""
         return self.shard_key(self.shard_of(check_table_id(table_id)), "view", table_id, *parts)
@@ -129,7 +137,9 @@ class KeySpace:
         return self.shard_key(shard, "feed")
 
     def cmdids(self, shard: int) -> str:
-        """The shard's processed command ids (hash ``<table>|<command id>`` → result)."""
+        """The shard's hash ``<table>|<command id>`` → result, where stores before
+        :meth:`command_ids` recorded every table's commands: read, never written, so that a
+        command recorded there is still answered once."""
         return self.shard_key(shard, "cmdids")
 
     def cmd(self, shard: int) -> str:
@@ -149,7 +159,7 @@ class KeySpace:
         return self.shard_key(shard, "timers")
 
     def cmdid_field(self, table_id: str, command_id: str) -> str:
-        """The field of a command in :meth:`cmdids`: ``<table>|<command id>``."""
+        """The field of a command in the shard's :meth:`cmdids`: ``<table>|<command id>``."""
         if not command_id or len(command_id) > 128:
             raise ValueError(f"invalid command id {command_id!r}")
         return f"{table_id}|{command_id}"

@@ -1,10 +1,17 @@
 """The event store on Redis: one Lua call per append, pipelined batch reads and appends.
 
 Layout (see :mod:`services.store.keys`): per table a stream ``…:t:<table>:ev`` with explicit ids
-``<version>-1``, a head hash ``…:t:<table>:head`` (``version``, ``hash`` hex, ``status``) and a
-secret hash; per shard a feed stream (``t``, ``f``, ``l``) and the hash of processed command ids.
-The client computes the hashes with :mod:`events.chain`; the script checks the command id, then
-the head version and hash, and writes everything or nothing.
+``<version>-1``, a head hash ``…:t:<table>:head`` (``version``, ``hash`` hex, ``status``), a
+secret hash and the hash of its processed command ids; per shard a feed stream (``t``, ``f``,
+``l``).  The client computes the hashes with :mod:`events.chain`; the script checks the command
+id, then the head version and hash, and writes everything or nothing.
+
+Command ids are what makes a command apply once: a command id the table has seen is answered
+with its first outcome.  Once a table's match is over nothing more can happen at it, so its
+command ids are kept ``finished_ids_ms`` more (an hour by default: far longer than a redelivery
+or a client's retry takes), then Redis drops them; a duplicate sent after that is decided
+again, and the finished match refuses it.  A command id recorded by a store of before the
+per-table hash (in the shard's ``cmdids``) is still found there.
 
 The stored form of an entry (fields ``h`` and ``b``) and of a read's reply is in
 :mod:`services.store.codec`; the Lua scripts are in :mod:`services.store.scripts`.
@@ -52,9 +59,11 @@ from .scripts import APPEND_LUA, READ_LUA, SEAL_LUA
 
 __all__ = [
     "APPEND_LUA",
+    "FINISHED_IDS_MS",
     "READ_LUA",
     "SEAL_LUA",
     "RedisEventStore",
+    "command_record",
     "decode_packed",
     "encode_body",
     "pack_body",
@@ -63,6 +72,8 @@ __all__ = [
 
 READ_CHUNK = 5000
 """Entries per read call."""
+FINISHED_IDS_MS = 3_600_000
+"""How long a table's command ids stay once its match is over (ms)."""
 
 _Call = tuple[list[str], list[bytes | str | int], list[StoredEvent]]
 _Entries = list[tuple[bytes, dict[bytes, bytes]]]
@@ -72,10 +83,29 @@ def _b(value: bytes | str) -> bytes:
     return value.encode("utf-8") if isinstance(value, str) else value
 
 
+async def command_record(
+    client: Redis, keys: KeySpace, table_id: str, command_id: str
+) -> bytes | None:
+    """The record of a command the store applied or refused, ``<first> <last> <result>``, from
+    the table's command ids or, for a command recorded before they were kept per table, the
+    shard's (one round trip); None when neither holds it."""
+    check_table_id(table_id)
+    if not command_id or len(command_id) > 128:
+        raise ValueError(f"invalid command id {command_id!r}")
+    legacy = keys.cmdids(keys.shard_of(table_id))
+    async with client.pipeline(transaction=False) as pipe:
+        pipe.hget(keys.command_ids(table_id), command_id)
+        pipe.hget(legacy, keys.cmdid_field(table_id, command_id))
+        mine, older = await pipe.execute()
+    raw = mine if mine is not None else older
+    return None if raw is None else _b(raw)
+
+
 class RedisEventStore(EventStore):
     """Event store on Redis (see the module docstring).  ``feed_maxlen`` trims each shard feed
     approximately to that many entries (``None``: never; table streams are never trimmed);
-    reads fetch ``read_chunk`` events per round trip."""
+    reads fetch ``read_chunk`` events per round trip; a finished table's command ids stay
+    ``finished_ids_ms`` (``None``: for ever)."""
 
     keeps_views = True
 
@@ -86,6 +116,7 @@ class RedisEventStore(EventStore):
         *,
         feed_maxlen: int | None = None,
         read_chunk: int = READ_CHUNK,
+        finished_ids_ms: int | None = FINISHED_IDS_MS,
     ) -> None:
         pool = getattr(client, "connection_pool", None)
         kwargs: dict[str, Any] = getattr(pool, "connection_kwargs", {}) or {}
@@ -100,6 +131,9 @@ class RedisEventStore(EventStore):
             raise ValueError("read_chunk must be >= 1")
         self.read_chunk = read_chunk
         self._feed_maxlen = "" if feed_maxlen is None else str(int(feed_maxlen))
+        if finished_ids_ms is not None and finished_ids_ms < 1:
+            raise ValueError("finished_ids_ms must be >= 1 (None keeps them for ever)")
+        self._finished_ids_ms = "" if finished_ids_ms is None else str(int(finished_ids_ms))
 
     @property
     def script_sha(self) -> str:
@@ -128,15 +162,16 @@ class RedisEventStore(EventStore):
             prefix + "head",
             prefix + "ev",
             ks.feed(shard),
-            ks.cmdids(shard),
+            prefix + "cmdids",
             prefix + "secret",
+            ks.cmdids(shard),
         ]
         encoded = prepare_encoded(table_id, expected_version, expected_hash, events, encode_body)
         last_hash = encoded[-1][0].hash if encoded else expected_hash
         secret_items = list(secrets.items()) if secrets else []
         args: list[bytes | str | int] = [
             table_id,
-            ks.cmdid_field(table_id, command_id),
+            command_id,
             expected_version,
             expected_hash,
             result,
@@ -145,6 +180,7 @@ class RedisEventStore(EventStore):
             status or "",
             self._feed_maxlen,
             len(secret_items),
+            self._finished_ids_ms,
         ]
         for e, stored in encoded:
             args.append(stored)
@@ -356,14 +392,8 @@ class RedisEventStore(EventStore):
                 yield table_id
 
     async def command_result(self, table_id: str, command_id: str) -> bytes | None:
-        check_table_id(table_id)
-        shard = self.keys.shard_of(table_id)
-        raw = await self.client.hget(
-            self.keys.cmdids(shard), self.keys.cmdid_field(table_id, command_id)
-        )
-        if raw is None:
-            return None
-        return _b(raw).split(b" ", 2)[2]
+        raw = await command_record(self.client, self.keys, table_id, command_id)
+        return None if raw is None else raw.split(b" ", 2)[2]
 
     async def secrets(self, table_id: str) -> dict[str, str]:
         raw = await self.client.hgetall(self.keys.secret(table_id))

@@ -305,6 +305,25 @@ async def test_consumed_commands_leave_their_stream(
     assert backlog(2) is None  # a shard given up is reported by its next owner
 
 
+async def test_a_finished_tables_command_ids_go_after_the_set_time(
+    redis_client: redis.asyncio.Redis, redis_url: str, redis_ns: str, store: RedisEventStore
+) -> None:
+    """``CONQUIAN_FINISHED_COMMAND_IDS_MS``: the worker's appends give a finished table's
+    command ids that long; a table still playing keeps its own."""
+    settings = make_settings(redis_url, redis_ns, finished_command_ids_ms=60_000)
+    async with running(settings):
+        for table_id in ("F1", "P1"):
+            for command in opening(table_id):
+                await send(redis_client, settings, command)
+            assert (await result_of(store, table_id, f"join1-{table_id}"))["ok"] is True
+        await send(redis_client, settings, wc.Resign(table_id="F1", command_id="resign-F1"), 0)
+        assert (await result_of(store, "F1", "resign-F1"))["ok"] is True
+    finished = await redis_client.pttl(settings.keys.command_ids("F1"))
+    assert 0 < finished <= 60_000
+    assert await redis_client.hlen(settings.keys.command_ids("F1")) == 4
+    assert await redis_client.pttl(settings.keys.command_ids("P1")) == -1
+
+
 def backlog(shard: int) -> float | None:
     return REGISTRY.get_sample_value("conquian_command_backlog", {"shard": str(shard)})
 

@@ -265,11 +265,9 @@ async def test_sigkill_mid_stream_loses_nothing_and_doubles_nothing(
     # exactly one result per command, the one its client saw
     assert await total_pending(redis_client, settings) == 0
     recorded: dict[str, set[str]] = {t: set() for t in tables}
-    for shard in range(SHARDS):
-        for key in await redis_client.hkeys(settings.keys.cmdids(shard)):
-            text = key.decode() if isinstance(key, bytes) else key
-            table_id, _, command_id = text.partition("|")
-            recorded[table_id].add(command_id)
+    for table_id in tables:
+        for key in await redis_client.hkeys(settings.keys.command_ids(table_id)):
+            recorded[table_id].add(key.decode() if isinstance(key, bytes) else key)
     for table_id in tables:
         sent_ids = [cid for cid, _ in client.sent[table_id]]
         assert len(sent_ids) == len(set(sent_ids))

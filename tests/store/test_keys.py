@@ -25,6 +25,7 @@ def test_key_names() -> None:
     assert ks.events("t1") == f"cq:{tag}:t:t1:ev"
     assert ks.head("t1") == f"cq:{tag}:t:t1:head"
     assert ks.secret("t1") == f"cq:{tag}:t:t1:secret"
+    assert ks.command_ids("t1") == f"cq:{tag}:t:t1:cmdids"
     assert ks.feed(s) == f"cq:{tag}:feed"
     assert ks.cmdids(s) == f"cq:{tag}:cmdids"
     assert ks.cmd(s) == f"cq:{tag}:cmd"
@@ -41,7 +42,8 @@ def test_all_keys_of_a_table_share_one_slot() -> None:
     ks = KeySpace("cq", 16)
     for t in ("a", "b", "table-77", "01JD7Q3KXW4N8ZC5T2M9PBVHRA"):
         s = ks.shard_of(t)
-        keys = [ks.events(t), ks.head(t), ks.secret(t), ks.feed(s), ks.cmdids(s), ks.timers(s)]
+        keys = [ks.events(t), ks.head(t), ks.secret(t), ks.command_ids(t), ks.feed(s)]
+        keys += [ks.cmdids(s), ks.timers(s)]
         assert len({key_slot(k.encode()) for k in keys}) == 1
 
 

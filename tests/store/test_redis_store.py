@@ -14,7 +14,7 @@ from store_helpers import new_command_id, typical_body
 
 from events.chain import GENESIS_HASH, canonical_json, verify_chain
 from services.store import AppendRequest, KeySpace, RedisEventStore, VersionConflict
-from services.store.redis_store import APPEND_LUA
+from services.store.redis_store import APPEND_LUA, command_record
 
 pytestmark = pytest.mark.redis
 
@@ -62,7 +62,8 @@ async def test_key_layout_and_entry_encoding(
     head = await redis_client.hgetall(f"{redis_ns}:{tag}:t:t1:head")
     assert head == {b"version": b"2", b"hash": res.last_hash.encode(), b"status": b"playing"}
     assert await redis_client.hgetall(f"{redis_ns}:{tag}:t:t1:secret") == {b"seed_hash": b"ab"}
-    assert await redis_client.hget(f"{redis_ns}:{tag}:cmdids", "t1|c1") == b"1 2 R"
+    assert await redis_client.hgetall(f"{redis_ns}:{tag}:t:t1:cmdids") == {b"c1": b"1 2 R"}
+    assert await redis_client.pttl(f"{redis_ns}:{tag}:t:t1:cmdids") == -1  # playing: kept
     ((_, feed),) = await redis_client.xrange(f"{redis_ns}:{tag}:feed")
     assert feed == {b"t": b"t1", b"f": b"1", b"l": b"2"}
 
@@ -72,6 +73,63 @@ def test_script_keys_share_one_slot(rstore: RedisEventStore) -> None:
         keys, _, _ = rstore.build_call(t, 0, GENESIS_HASH, "c", [typical_body(0)])
         assert len({key_slot(k.encode()) for k in keys}) == 1
         assert all(k.startswith(rstore.keys.shard_prefix(rstore.keys.shard_of(t))) for k in keys)
+
+
+async def test_a_finished_tables_command_ids_expire_after_the_match(
+    redis_client: redis.asyncio.Redis, redis_ns: str
+) -> None:
+    store = RedisEventStore(redis_client, KeySpace(redis_ns, shards=4), finished_ids_ms=300)
+    key = store.keys.command_ids("t1")
+    first = await store.append("t1", 0, GENESIS_HASH, "c1", [typical_body(0)], status="playing")
+    assert await redis_client.pttl(key) == -1  # a match in play keeps every command id
+    last = await store.append(
+        "t1", 1, first.last_hash, "c2", [typical_body(1)], b"OK", status="over"
+    )
+    ttl = await redis_client.pttl(key)
+    assert 0 < ttl <= 300
+    # a command refused after the end is recorded too, and does not push the end back (NX)
+    await store.append("t1", 2, last.last_hash, "c3", [], b"REFUSED")
+    assert await redis_client.hget(key, "c3") == b"3 2 REFUSED"  # no events: first > last
+    assert 0 < await redis_client.pttl(key) <= ttl
+    again = await store.append("t1", 1, first.last_hash, "c2", [typical_body(1)])
+    assert again.duplicate and again.result == b"OK"  # within the time: the first outcome
+    await asyncio.sleep(0.4)
+    assert not await redis_client.exists(key)
+    with pytest.raises(VersionConflict):  # no longer a duplicate: decided again, refused
+        await store.append("t1", 1, first.last_hash, "c2", [typical_body(1)])
+    assert await store.command_result("t1", "c2") is None
+    late = await store.append("t1", 2, last.last_hash, "c4", [], b"REFUSED")
+    assert not late.duplicate
+    assert 0 < await redis_client.pttl(key) <= 300  # a late command's record goes as well
+
+
+async def test_finished_ids_none_keeps_command_ids_for_ever(
+    redis_client: redis.asyncio.Redis, redis_ns: str
+) -> None:
+    store = RedisEventStore(redis_client, KeySpace(redis_ns, shards=4), finished_ids_ms=None)
+    await store.append("t1", 0, GENESIS_HASH, "c1", [typical_body(0)], status="over")
+    assert await redis_client.pttl(store.keys.command_ids("t1")) == -1
+    with pytest.raises(ValueError):
+        RedisEventStore(redis_client, store.keys, finished_ids_ms=0)
+
+
+async def test_a_command_id_in_the_shards_hash_of_older_stores_is_still_a_duplicate(
+    rstore: RedisEventStore, redis_client: redis.asyncio.Redis
+) -> None:
+    """Stores before the per-table hash recorded every table's command ids in one hash per
+    shard (``<table>|<command id>``): a command recorded there is answered, not applied again."""
+    ks = rstore.keys
+    first = await rstore.append("t1", 0, GENESIS_HASH, "c1", [typical_body(0)], b"FIRST")
+    record = await redis_client.hget(ks.command_ids("t1"), "c1")
+    await redis_client.delete(ks.command_ids("t1"))
+    await redis_client.hset(ks.cmdids(ks.shard_of("t1")), ks.cmdid_field("t1", "c1"), record)
+    again = await rstore.append("t1", 0, GENESIS_HASH, "c1", [typical_body(0)])
+    assert again.duplicate and again.result == b"FIRST"
+    assert (again.first_version, again.last_version, again.last_hash) == (1, 1, first.last_hash)
+    assert await rstore.command_result("t1", "c1") == b"FIRST"
+    assert await command_record(redis_client, ks, "t1", "c1") == b"1 1 FIRST"
+    assert await command_record(redis_client, ks, "t1", "other") is None
+    assert not await redis_client.exists(ks.command_ids("t1"))  # nothing written anew
 
 
 async def test_noscript_is_recovered(redis_client: redis.asyncio.Redis, redis_ns: str) -> None:
