@@ -8,7 +8,9 @@ genesis for version 1).
 An append is one command's outcome: zero or more events, plus the command's ``result`` kept for
 idempotency.  It succeeds only if the table is still at ``expected_version`` with head hash
 ``expected_hash``; a command id seen before on that table returns the first result and appends
-nothing (checked *before* the version, so a redelivered command never conflicts).
+nothing (checked *before* the version, so a redelivered command never conflicts).  The Redis
+store forgets a table's command ids a while after its match ends (``RedisEventStore``,
+``finished_ids_ms``); the memory store keeps them.
 """
 
 from __future__ import annotations
@@ -322,7 +324,8 @@ class EventStore(abc.ABC):
 
     @abc.abstractmethod
     async def command_result(self, table_id: str, command_id: str) -> bytes | None:
-        """The result recorded for a command on a table, ``None`` if never seen."""
+        """The result recorded for a command on a table, ``None`` if never seen (or, in the
+        Redis store, seen at a table whose match ended longer ago than it keeps command ids)."""
 
     @abc.abstractmethod
     async def secrets(self, table_id: str) -> dict[str, str]:
