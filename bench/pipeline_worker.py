@@ -1,7 +1,7 @@
 """Engine-worker benchmark: commands per second through one worker, from stream to event store.
 
     .venv/bin/python bench/pipeline_worker.py [--url redis://127.0.0.1:6379/9] [--tables 200]
-        [--shards 16] [--batch-size 200] [--repeat 3]
+        [--shards 16] [--batch-size 200] [--repeat 3] [--rate 300]
 
 What is measured: the worker alone.  ``--tables`` whole bot games (create, two joins, random
 moves until the match ends, each move with its ``expected_version``) are generated beforehand
@@ -12,6 +12,12 @@ interleaved) *before* the worker starts; the clock runs from the moment the work
 shard until every command stream is fully delivered and acknowledged (XINFO GROUPS: last
 delivered id = last entry, nothing pending).  The worker runs in this process (one core; Redis
 on the same machine), with ``after_append`` doing nothing and INFO logging.
+
+With ``--rate R`` the commands are not queued beforehand: once the worker holds every shard, a
+process of its own XADDs them at R a second (so that only the worker's CPU is this process's),
+and the run reports the worker's CPU a command and the commands each of its reads found: below
+its capacity a worker reads the few commands that came in during its last turn, and a turn
+has costs of its own (``docs/performance.md``, the CPU of a command depends on the rate).
 
 Every command is checked afterwards: each has a result and every move was accepted.  Each run
 uses a throw-away namespace, deleted at the end (never FLUSHDB).  The last line printed is a JSON
@@ -25,9 +31,12 @@ import asyncio
 import cProfile
 import json
 import os
+import pickle
 import platform
 import random
+import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -89,25 +98,31 @@ async def generate(tables: int, seed: int, moves: int) -> dict[str, list[Entry]]
     return games
 
 
+def entries_in_order(
+    settings: Any, games: dict[str, list[Entry]]
+) -> list[tuple[str, dict[str, str]]]:
+    """Every command's stream and fields, tables interleaved (as :func:`feed` sends them)."""
+    out = []
+    longest = max(len(g) for g in games.values())
+    for step in range(longest):
+        for table_id, game in games.items():
+            if step < len(game):
+                raw, seat = game[step]
+                stream = settings.keys.cmd(settings.keys.shard_of(table_id))
+                out.append((stream, {"c": raw, "s": "" if seat is None else str(seat), "r": "0"}))
+    return out
+
+
 async def feed(client: redis.asyncio.Redis, settings: Any, games: dict[str, list[Entry]]) -> int:
     """XADD every command, tables interleaved, in pipelines of 1000; return the count."""
-    longest = max(len(g) for g in games.values())
-    n = 0
+    entries = entries_in_order(settings, games)
     async with client.pipeline(transaction=False) as pipe:
-        for step in range(longest):
-            for table_id, game in games.items():
-                if step < len(game):
-                    raw, seat = game[step]
-                    shard = settings.keys.shard_of(table_id)
-                    pipe.xadd(
-                        settings.keys.cmd(shard),
-                        {"c": raw, "s": "" if seat is None else str(seat), "r": "0"},
-                    )
-                    n += 1
-                    if n % 1000 == 0:
-                        await pipe.execute()
+        for n, (stream, fields) in enumerate(entries, 1):
+            pipe.xadd(stream, fields)
+            if n % 1000 == 0:
+                await pipe.execute()
         await pipe.execute()
-    return n
+    return len(entries)
 
 
 async def drained(client: redis.asyncio.Redis, settings: Any) -> bool:
@@ -118,6 +133,23 @@ async def drained(client: redis.asyncio.Redis, settings: Any) -> bool:
         if group["pending"] or (last and group["last-delivered-id"] != last[0][0]):
             return False
     return True
+
+
+_FEEDER = """
+import pickle, sys, time
+import redis
+url, path, rate = sys.argv[1], sys.argv[2], float(sys.argv[3])
+with open(path, "rb") as f:
+    entries = pickle.load(f)
+client = redis.Redis.from_url(url)
+start = time.perf_counter()
+for i, (stream, fields) in enumerate(entries):
+    wait = start + i / rate - time.perf_counter()
+    if wait > 0:
+        time.sleep(wait)
+    client.xadd(stream, fields)
+"""
+"""The paced sender of ``--rate``: XADDs the entries of a pickle file, ``rate`` a second."""
 
 
 async def one_run(args: argparse.Namespace, games: dict[str, list[Entry]]) -> dict[str, Any]:
@@ -134,19 +166,34 @@ async def one_run(args: argparse.Namespace, games: dict[str, list[Entry]]) -> di
     worker = EngineWorker(settings, service_factory=fixed_service)
     try:
         await worker.create_groups()
-        commands = await feed(client, settings, games)
+        paced = entries_in_order(settings, games) if args.rate else None
+        commands = len(paced) if paced is not None else await feed(client, settings, games)
         stop = asyncio.Event()
         await worker.start()
         task = asyncio.create_task(worker.run(stop))
         while len(worker.owned) < settings.shards:
             await asyncio.sleep(0.001)
+        sender = None
+        if paced is not None:
+            with tempfile.NamedTemporaryFile(suffix=".pickle", delete=False) as f:
+                pickle.dump(paced, f)
+            sender = subprocess.Popen(
+                [sys.executable, "-c", _FEEDER, args.url, f.name, str(args.rate)],
+                stdin=subprocess.DEVNULL,
+            )
         profile = cProfile.Profile() if args.profile else None
+        reads = worker.reader.reads
         started = time.perf_counter()
         cpu = time.process_time()
         if profile is not None:
             profile.enable()
+        while sender is not None and sender.poll() is None:
+            await asyncio.sleep(0.05)
         while not await drained(client, settings):
             await asyncio.sleep(0.02)
+        if sender is not None:
+            os.unlink(f.name)
+        reads = worker.reader.reads - reads
         if profile is not None:
             profile.disable()
             profile.dump_stats(args.profile)
@@ -166,6 +213,8 @@ async def one_run(args: argparse.Namespace, games: dict[str, list[Entry]]) -> di
             "seconds": round(elapsed, 3),
             "commands_per_s": round(commands / elapsed),
             "commands_per_cpu_s": round(commands / cpu) if cpu else None,
+            "cpu_us_per_command": round(cpu / commands * 1e6),
+            "commands_per_read": round(commands / reads, 2) if reads else None,
             "not_accepted": bad,
         }
     finally:
@@ -186,6 +235,9 @@ async def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--uvloop", action="store_true", help="run on uvloop (as the worker does)")
+    parser.add_argument(
+        "--rate", type=float, help="send the commands at this rate while the worker runs"
+    )
     args = parser.parse_args()
     configure("WARNING")
     games = await generate(args.tables, args.seed, args.moves)
@@ -200,9 +252,12 @@ async def main() -> None:
                 "moves": args.moves,
                 "shards": args.shards,
                 "batch_size": args.batch_size,
+                "rate": args.rate,
                 "commands": runs[0]["commands"],
                 "commands_per_s": max(r["commands_per_s"] for r in runs),
                 "runs": [r["commands_per_s"] for r in runs],
+                "cpu_us_per_command": [r["cpu_us_per_command"] for r in runs],
+                "commands_per_read": [r["commands_per_read"] for r in runs],
                 "not_accepted": sum(r["not_accepted"] for r in runs),
                 "python": platform.python_version(),
                 "loop": type(asyncio.get_running_loop()).__module__.split(".")[0],

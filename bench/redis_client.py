@@ -7,7 +7,10 @@ the projector ask for one without call timeouts (``call_timeouts=False``).  This
 that saves: pipelines of ``--calls`` appends (the store's own append script, the arguments of a
 three-event command, on throw-away tables deleted at the end), sent over both clients in
 alternating slices of ``--rounds`` pipelines, ``--repeat`` times; per client the process CPU
-time and the wall time per call.  The last line printed is a JSON object with the figures.
+time and the wall time per call.  Then ``--round-trips`` awaited ``PING``s, one at a time, over
+the consumers' client and over a bare asyncio connection (alternating, ``--repeat`` times): the
+CPU of one round trip, user and system (what an engine worker's turn pays three times,
+``docs/performance.md``).  The last line printed is a JSON object with the figures.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -74,6 +78,53 @@ async def _slice(
             raise RuntimeError(f"an append was refused: {replies[:3]}")
 
 
+async def _bare_pings(url: str, n: int) -> None:
+    """``n`` awaited PINGs over a bare asyncio TCP connection."""
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 6379
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        for _ in range(n):
+            writer.write(b"*1\r\n$4\r\nPING\r\n")
+            if await reader.readuntil(b"\r\n") != b"+PONG\r\n":
+                raise RuntimeError("PING was not answered with PONG")
+    finally:
+        writer.close()
+
+
+async def _client_pings(url: str, n: int) -> None:
+    """``n`` awaited PINGs over the consumers' client (``connect(call_timeouts=False)``)."""
+    client = connect(url, call_timeouts=False)
+    try:
+        await client.ping()
+        for _ in range(n):
+            await client.ping()
+    finally:
+        await client.aclose()
+
+
+async def round_trips(url: str, n: int, repeat: int) -> dict[str, dict[str, float]]:
+    """CPU (user, system) of one awaited round trip, median over ``repeat`` alternated slices."""
+    ways = {"redis_py": _client_pings, "bare_asyncio": _bare_pings}
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in ways}
+    for r in range(repeat):
+        for name in ways if r % 2 == 0 else reversed(list(ways)):
+            before = os.times()
+            await ways[name](url, n)
+            after = os.times()
+            runs[name].append(
+                ((after.user - before.user) / n * 1e6, (after.system - before.system) / n * 1e6)
+            )
+    return {
+        name: {
+            "cpu_us": round(statistics.median(u + s for u, s in v), 1),
+            "user_us": round(statistics.median(u for u, _ in v), 1),
+            "system_us": round(statistics.median(s for _, s in v), 1),
+        }
+        for name, v in runs.items()
+    }
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     clients = {
         "default": connect(args.url),
@@ -102,8 +153,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await delete_namespace(clients["default"], ns)
         for c in clients.values():
             await c.aclose()
+    trips = await round_trips(args.url, args.round_trips, args.repeat) if args.round_trips else {}
     return {
         "bench": "redis_client",
+        "round_trip": trips,
+        "loop": "uvloop" if args.uvloop else "asyncio",
         "calls_per_pipeline": args.calls,
         "pipelines_per_slice": args.rounds,
         "repeat": args.repeat,
@@ -126,11 +180,25 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=20, help="appends per pipeline")
     parser.add_argument("--rounds", type=int, default=250, help="pipelines per slice")
     parser.add_argument("--repeat", type=int, default=6, help="slices per client")
+    parser.add_argument(
+        "--round-trips", type=int, default=3000, help="awaited PINGs per slice (0: none)"
+    )
+    parser.add_argument("--uvloop", action="store_true", help="run on uvloop (as the services do)")
     args = parser.parse_args()
-    report = asyncio.run(run(args))
+    if args.uvloop:
+        import uvloop
+
+        report = uvloop.run(run(args))
+    else:
+        report = asyncio.run(run(args))
     for name, value in report["client_cpu_us_per_call"].items():
         wall = report["wall_us_per_call"][name]
         print(f"{name:<18} client CPU {value:6.1f} µs a call, wall {wall:6.1f} µs")
+    for name, trip in report["round_trip"].items():
+        print(
+            f"{name:<18} one awaited PING: {trip['cpu_us']:6.1f} µs of CPU "
+            f"(user {trip['user_us']:.1f}, system {trip['system_us']:.1f})"
+        )
     print(json.dumps(report))
     return 0
 
