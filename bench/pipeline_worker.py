@@ -15,9 +15,10 @@ on the same machine), with ``after_append`` doing nothing and INFO logging.
 
 With ``--rate R`` the commands are not queued beforehand: once the worker holds every shard, a
 process of its own XADDs them at R a second (so that only the worker's CPU is this process's),
-and the run reports the worker's CPU a command and the commands each of its reads found: below
-its capacity a worker reads the few commands that came in during its last turn, and a turn
-has costs of its own (``docs/performance.md``, the CPU of a command depends on the rate).
+and the run reports the worker's CPU a command and its commands per ``XREADGROUP`` (reads that
+waited in vain included): below its capacity a worker reads the few commands that came in
+during its last turn, and a turn has costs of its own (``docs/performance.md``, the CPU of a
+command depends on the rate).
 
 Every command is checked afterwards: each has a result and every move was accepted.  Each run
 uses a throw-away namespace, deleted at the end (never FLUSHDB).  The last line printed is a JSON

@@ -105,7 +105,9 @@ async def _client_pings(url: str, n: int) -> None:
 
 async def round_trips(url: str, n: int, repeat: int) -> dict[str, dict[str, float]]:
     """CPU (user, system) of one awaited round trip, median over ``repeat`` alternated slices."""
-    ways = {"redis_py": _client_pings, "bare_asyncio": _bare_pings}
+    ways = {"redis_py": _client_pings}
+    if urlsplit(url).scheme == "redis":  # a plain TCP URL: the bare connection knows no TLS
+        ways["bare_asyncio"] = _bare_pings
     runs: dict[str, list[tuple[float, float]]] = {name: [] for name in ways}
     for r in range(repeat):
         for name in ways if r % 2 == 0 else reversed(list(ways)):
@@ -153,11 +155,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await delete_namespace(clients["default"], ns)
         for c in clients.values():
             await c.aclose()
-    trips = await round_trips(args.url, args.round_trips, args.repeat) if args.round_trips else {}
+    count = getattr(args, "round_trips", 0)
+    trips = await round_trips(args.url, count, args.repeat) if count else {}
     return {
         "bench": "redis_client",
         "round_trip": trips,
-        "loop": "uvloop" if args.uvloop else "asyncio",
+        "loop": type(asyncio.get_running_loop()).__module__.split(".")[0],
         "calls_per_pipeline": args.calls,
         "pipelines_per_slice": args.rounds,
         "repeat": args.repeat,
