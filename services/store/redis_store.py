@@ -89,13 +89,10 @@ async def command_record(
     """The record of a command the store applied or refused, ``<first> <last> <result>``, from
     the table's command ids or, for a command recorded before they were kept per table, the
     shard's (one round trip); None when neither holds it."""
-    check_table_id(table_id)
-    if not command_id or len(command_id) > 128:
-        raise ValueError(f"invalid command id {command_id!r}")
-    legacy = keys.cmdids(keys.shard_of(table_id))
+    legacy = keys.cmdid_field(table_id, command_id)  # checks the command id
     async with client.pipeline(transaction=False) as pipe:
-        pipe.hget(keys.command_ids(table_id), command_id)
-        pipe.hget(legacy, keys.cmdid_field(table_id, command_id))
+        pipe.hget(keys.command_ids(table_id), command_id)  # checks the table id
+        pipe.hget(keys.cmdids(keys.shard_of(table_id)), legacy)
         mine, older = await pipe.execute()
     raw = mine if mine is not None else older
     return None if raw is None else _b(raw)
