@@ -503,6 +503,9 @@ async def phase(
             for k, v in sorted(stats.items(), key=lambda kv: -kv[1]["calls"])
             if v["calls"] >= result["commands"] / 20
         }
+        # the engine workers' reads: how many commands a turn of a worker carried on average
+        reads = stats.get("cmdstat_xreadgroup", {}).get("calls", 0)
+        result["commands_per_read"] = round(result["commands"] / reads, 1) if reads else None
         # Redis's own time per command, by Redis command (a script's inner calls are counted
         # both under their own names and in its EVALSHA)
         result["redis_us_per_command"] = {
