@@ -82,7 +82,8 @@ def raw_calls(
         calls: list[Call] = []
         h = GENESIS_HASH
         for v, body in enumerate(bodies):
-            keys, args, prepared = store.build_call(table, v, h, body["command_id"], [body], "ok")
+            request = AppendRequest(table, v, h, body["command_id"], [body], "ok")
+            keys, args, prepared = store.build_call(request)
             calls.append((keys, args))
             h = prepared[-1].hash
         out[table] = calls

@@ -138,20 +138,10 @@ class RedisEventStore(EventStore):
         return str(self._script.sha)
 
     # -- append -------------------------------------------------------------------------------
-    def build_call(
-        self,
-        table_id: str,
-        expected_version: int,
-        expected_hash: str,
-        command_id: str,
-        events: Sequence[NewEvent] = (),
-        result: bytes | str = b"",
-        secrets: Mapping[str, str] | None = None,
-        status: str | None = None,
-        views: Mapping[str, str] | None = None,
-    ) -> _Call:
+    def build_call(self, r: AppendRequest) -> _Call:
         """KEYS and ARGV of the append script for one append, and the events it would store."""
-        check_append_args(table_id, expected_version, expected_hash, command_id)
+        table_id, expected_hash = r.table_id, r.expected_hash
+        check_append_args(table_id, r.expected_version, expected_hash, r.command_id)
         ks = self.keys
         shard = ks.shard_of(table_id)
         prefix = f"{ks.shard_prefix(shard)}:t:{table_id}:"
@@ -163,18 +153,20 @@ class RedisEventStore(EventStore):
             prefix + "secret",
             ks.cmdids(shard),
         ]
-        encoded = prepare_encoded(table_id, expected_version, expected_hash, events, encode_body)
+        encoded = prepare_encoded(
+            table_id, r.expected_version, expected_hash, r.events, encode_body
+        )
         last_hash = encoded[-1][0].hash if encoded else expected_hash
-        secret_items = list(secrets.items()) if secrets else []
+        secret_items = list(r.secrets.items()) if r.secrets else []
         args: list[bytes | str | int] = [
             table_id,
-            command_id,
-            expected_version,
+            r.command_id,
+            r.expected_version,
             expected_hash,
-            result,
+            r.result,
             len(encoded),
             last_hash,
-            status or "",
+            r.status or "",
             self._feed_maxlen,
             len(secret_items),
             self._finished_ids_ms,
@@ -185,28 +177,21 @@ class RedisEventStore(EventStore):
         for k, v in secret_items:
             args.append(k)
             args.append(v)
-        if views and encoded:
+        if r.views and encoded:
             base = ks.table_view(table_id) + ":"  # = ks.table_view(table_id, part) for each part
-            for part, view in views.items():
+            for part, view in r.views.items():
                 keys.append(base + part)
                 args.append(view)
         return keys, args, [e for e, _ in encoded]
 
     @staticmethod
-    def finish_call(
-        table_id: str,
-        expected_version: int,
-        expected_hash: str,
-        result: bytes | str,
-        prepared: list[StoredEvent],
-        reply: Any,
-    ) -> AppendResult:
+    def finish_call(r: AppendRequest, prepared: list[StoredEvent], reply: Any) -> AppendResult:
         """The outcome of one append from the script's reply (raises on a conflict)."""
         code = int(reply[0])
         if code == 0:
-            last_hash = prepared[-1].hash if prepared else expected_hash
+            last_hash = prepared[-1].hash if prepared else r.expected_hash
             return AppendResult(
-                int(reply[1]), int(reply[2]), last_hash, False, _b(result), tuple(prepared)
+                int(reply[1]), int(reply[2]), last_hash, False, _b(r.result), tuple(prepared)
             )
         if code == 1:
             last = int(reply[2])
@@ -214,7 +199,9 @@ class RedisEventStore(EventStore):
             last_hash = raw.hex() if last > 0 and raw else GENESIS_HASH
             return AppendResult(int(reply[1]), last, last_hash, True, _b(reply[3]))
         actual_hash = _b(reply[2]).decode("ascii")
-        raise VersionConflict(table_id, expected_version, int(reply[1]), expected_hash, actual_hash)
+        raise VersionConflict(
+            r.table_id, r.expected_version, int(reply[1]), r.expected_hash, actual_hash
+        )
 
     async def append(
         self,
@@ -229,19 +216,23 @@ class RedisEventStore(EventStore):
         status: str | None = None,
         views: Mapping[str, str] | None = None,
     ) -> AppendResult:
-        keys, args, prepared = self.build_call(
-            table_id,
-            expected_version,
-            expected_hash,
-            command_id,
-            events,
-            result,
-            secrets,
-            status,
-            views,
+        return await self.append_request(
+            AppendRequest(
+                table_id,
+                expected_version,
+                expected_hash,
+                command_id,
+                events,
+                result,
+                secrets,
+                status,
+                views,
+            )
         )
-        reply = await self._script(keys=keys, args=args)
-        return self.finish_call(table_id, expected_version, expected_hash, result, prepared, reply)
+
+    async def append_request(self, r: AppendRequest) -> AppendResult:
+        keys, args, prepared = self.build_call(r)
+        return self.finish_call(r, prepared, await self._script(keys=keys, args=args))
 
     async def append_many(
         self, requests: Sequence[AppendRequest]
@@ -254,29 +245,12 @@ class RedisEventStore(EventStore):
         just those appends are sent again (NOSCRIPT means the script did not run).  Any other
         error fails the whole call.
         """
-        calls = [
-            self.build_call(
-                r.table_id,
-                r.expected_version,
-                r.expected_hash,
-                r.command_id,
-                r.events,
-                r.result,
-                r.secrets,
-                r.status,
-                r.views,
-            )
-            for r in requests
-        ]
+        calls = [self.build_call(r) for r in requests]
         replies = await self._evalsha_all([(keys, args) for keys, args, _ in calls])
         out: list[AppendResult | VersionConflict] = []
         for r, (_, _, prepared), reply in zip(requests, calls, replies, strict=True):
             try:
-                out.append(
-                    self.finish_call(
-                        r.table_id, r.expected_version, r.expected_hash, r.result, prepared, reply
-                    )
-                )
+                out.append(self.finish_call(r, prepared, reply))
             except VersionConflict as exc:
                 out.append(exc)
         return out

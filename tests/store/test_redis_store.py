@@ -70,7 +70,7 @@ async def test_key_layout_and_entry_encoding(
 
 def test_script_keys_share_one_slot(rstore: RedisEventStore) -> None:
     for t in ("a", "b", "c", "table-9"):
-        keys, _, _ = rstore.build_call(t, 0, GENESIS_HASH, "c", [typical_body(0)])
+        keys, _, _ = rstore.build_call(AppendRequest(t, 0, GENESIS_HASH, "c", [typical_body(0)]))
         assert len({key_slot(k.encode()) for k in keys}) == 1
         assert all(k.startswith(rstore.keys.shard_prefix(rstore.keys.shard_of(t))) for k in keys)
 
