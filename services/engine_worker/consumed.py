@@ -1,7 +1,7 @@
 """Trimming a command stream of what has been consumed: the stream is an intake, not a log.
 
 A command's entry serves until the engine group has acknowledged it: what it led to is then in
-the table's event stream and its answer under its id in the shard's ``cmdids`` hash (the audit
+the table's event stream and its answer under its id in the table's ``cmdids`` hash (the audit
 replays events, never commands). Left alone, every command ever sent would stay in Redis, a
 couple of hundred bytes each, growing the memory and every AOF rewrite without end.
 
