@@ -35,6 +35,7 @@ import redis.asyncio
 
 from bench.machine import cpu_model, load_average
 from bench.namespaces import delete_namespace
+from bench.raw_redis import close_connection, encode_command, open_connection
 from services.store.client import connect
 from services.store.scripts import APPEND_LUA
 
@@ -79,17 +80,16 @@ async def _slice(
 
 
 async def _bare_pings(url: str, n: int) -> None:
-    """``n`` awaited PINGs over a bare asyncio TCP connection."""
-    parts = urlsplit(url)
-    host, port = parts.hostname or "127.0.0.1", parts.port or 6379
-    reader, writer = await asyncio.open_connection(host, port)
+    """``n`` awaited PINGs over a bare connection (``bench.raw_redis``, the driver's own)."""
+    reader, writer = await open_connection(url)
+    ping = encode_command("PING")
     try:
         for _ in range(n):
-            writer.write(b"*1\r\n$4\r\nPING\r\n")
+            writer.write(ping)
             if await reader.readuntil(b"\r\n") != b"+PONG\r\n":
                 raise RuntimeError("PING was not answered with PONG")
     finally:
-        writer.close()
+        await close_connection(None, writer)
 
 
 async def _client_pings(url: str, n: int) -> None:
@@ -106,7 +106,7 @@ async def _client_pings(url: str, n: int) -> None:
 async def round_trips(url: str, n: int, repeat: int) -> dict[str, dict[str, float]]:
     """CPU (user, system) of one awaited round trip, median over ``repeat`` alternated slices."""
     ways = {"redis_py": _client_pings}
-    if urlsplit(url).scheme == "redis":  # a plain TCP URL: the bare connection knows no TLS
+    if urlsplit(url).scheme in ("redis", "unix"):  # the bare connection knows no TLS
         ways["bare_asyncio"] = _bare_pings
     runs: dict[str, list[tuple[float, float]]] = {name: [] for name in ways}
     for r in range(repeat):
