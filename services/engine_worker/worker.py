@@ -27,7 +27,7 @@ from services.hint_channels import results_channel, views_channel
 from services.log import get_logger
 from services.settings import Settings
 from services.shard_leases import ShardLeases
-from services.store.client import connect, without_call_timeouts
+from services.store.client import broker_options, connect
 from services.store.redis_store import RedisEventStore
 from services.table import Table
 from services.table_service import Outcome, TableService
@@ -95,7 +95,7 @@ class EngineWorker:
             logger=faststream_log,
             log_level=logging.DEBUG,
             apply_types=False,  # no injection: FastDepends ran each batch through a thread
-            **without_call_timeouts(settings.redis_url),  # as self.client: dead peers left to TCP
+            **broker_options(settings.redis_url),  # as self.client: packed in C, no call timeouts
         )
         self.app = FastStream(self.broker, logger=faststream_log)
         self.acks = AcksInFlight(self.log)

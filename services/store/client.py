@@ -9,7 +9,8 @@ TLS or Unix socket, from the URL) with ``pack_command``/``pack_commands`` done b
 redis-py's own packer, which also raises redis-py's usual error for a wrong type.
 
 ``connect(url, call_timeouts=False)`` is the client of the stream consumers (engine worker,
-projector; the worker gives FastStream's broker the same options, ``without_call_timeouts``).
+projector; the worker gives FastStream's broker the same options, ``broker_options``: its
+``XREADGROUP`` over every owned shard's stream, once a turn, is packed in C as well).
 redis-py 8 gives every connection a 5 s socket timeout by default, and pays for it on every
 call: each send runs in a task of its own under ``asyncio.wait_for`` and each reply is read
 inside an ``asyncio.timeout`` block, about 5–10 µs of CPU per pipelined command on the benchmark
@@ -30,9 +31,9 @@ from urllib.parse import urlsplit
 
 import hiredis
 import redis.asyncio
-from redis.asyncio.connection import AbstractConnection
+from redis.asyncio.connection import AbstractConnection, Connection, parse_url
 
-__all__ = ["KEEPALIVE", "connect", "packing_in_c", "without_call_timeouts"]
+__all__ = ["KEEPALIVE", "broker_options", "connect", "packing_in_c", "without_call_timeouts"]
 
 KEEPALIVE: dict[int, int] = {
     option: value
@@ -92,6 +93,14 @@ def without_call_timeouts(url: str) -> dict[str, Any]:
     if urlsplit(url).scheme == "unix":  # a unix socket has no TCP options
         return {"socket_timeout": None}
     return {"socket_timeout": None, "socket_keepalive": True, "socket_keepalive_options": KEEPALIVE}
+
+
+def broker_options(url: str) -> dict[str, Any]:
+    """The connection options of FastStream's ``RedisBroker`` for a stream consumer on ``url``:
+    :func:`without_call_timeouts`, and the connection class redis-py would use for the URL (TCP,
+    TLS or Unix socket) with its commands packed in C, as :func:`connect` gives its clients."""
+    base: type[AbstractConnection] = parse_url(url).get("connection_class", Connection)
+    return {**without_call_timeouts(url), "connection_class": packing_in_c(base)}
 
 
 def connect(url: str, *, call_timeouts: bool = True, **options: Any) -> redis.asyncio.Redis:

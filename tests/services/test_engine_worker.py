@@ -18,6 +18,7 @@ import pytest
 import redis.asyncio
 from played_tables import folded_views, read_views  # tests/services on sys.path
 from prometheus_client import REGISTRY
+from redis.asyncio.connection import Connection, parse_url
 
 from events import commands as wc
 from services.engine_worker import GROUP, EngineWorker
@@ -25,7 +26,7 @@ from services.engine_worker.answers import AcksInFlight, acknowledge
 from services.hint_channels import results_channel, views_channel
 from services.settings import Settings, load_settings
 from services.shard_leases import fair_share, lease_key, registry_key
-from services.store.client import without_call_timeouts
+from services.store.client import packing_in_c, without_call_timeouts
 from services.store.redis_store import RedisEventStore
 from services.table import Table
 from services.table_service import Decision, Outcome, TableService
@@ -689,15 +690,18 @@ async def test_an_entry_delivered_too_often_is_given_up_unapplied(
 
 async def test_the_worker_connections_have_no_call_timeouts(settings: Settings) -> None:
     """The store's client and FastStream's (whose XREADGROUP blocks) both leave a lost Redis to
-    TCP: no socket timeout, keepalive on (``services.store.client``)."""
+    TCP: no socket timeout, keepalive on, and both pack their commands in C
+    (``services.store.client``)."""
     worker = EngineWorker(settings)
     await worker.broker.connect()
     try:
         wanted = without_call_timeouts(settings.redis_url)
         assert wanted["socket_timeout"] is None
+        url_class = parse_url(settings.redis_url).get("connection_class", Connection)
         for client in (worker.client, worker.broker.config.connection.client):
             options = client.connection_pool.connection_kwargs
             assert {k: options.get(k) for k in wanted} == wanted
+            assert client.connection_pool.connection_class is packing_in_c(url_class)
     finally:
         await worker.broker.stop()
         await worker.client.aclose()

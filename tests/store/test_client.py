@@ -7,10 +7,17 @@ import socket
 
 import pytest
 import redis.asyncio
-from redis.asyncio.connection import Connection, UnixDomainSocketConnection
+from faststream.redis import RedisBroker
+from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocketConnection
 from redis.exceptions import DataError
 
-from services.store.client import KEEPALIVE, connect, packing_in_c, without_call_timeouts
+from services.store.client import (
+    KEEPALIVE,
+    broker_options,
+    connect,
+    packing_in_c,
+    without_call_timeouts,
+)
 
 ARGUMENT_LISTS = [
     ("SET", "k", "v"),
@@ -104,3 +111,37 @@ def test_the_options_without_call_timeouts_suit_the_url() -> None:
     }
     assert without_call_timeouts("unix:///tmp/r.sock?db=0") == {"socket_timeout": None}
     assert {socket.TCP_KEEPIDLE, socket.TCP_KEEPINTVL, socket.TCP_KEEPCNT} <= KEEPALIVE.keys()
+
+
+@pytest.mark.parametrize(
+    ("url", "base"),
+    [
+        ("redis://127.0.0.1:6379/0", Connection),
+        ("rediss://127.0.0.1:6380/0", SSLConnection),
+        ("unix:///tmp/r.sock?db=0", UnixDomainSocketConnection),
+    ],
+)
+def test_a_brokers_options_keep_the_urls_connection_packed_in_c(
+    url: str, base: type[Connection]
+) -> None:
+    options = broker_options(url)
+    assert options["connection_class"] is packing_in_c(base)
+    assert {k: options[k] for k in without_call_timeouts(url)} == without_call_timeouts(url)
+
+
+async def test_a_broker_with_those_options_reads_through_the_packed_connection(
+    redis_url: str, redis_ns: str
+) -> None:
+    broker = RedisBroker(redis_url, apply_types=False, **broker_options(redis_url))
+    client = await broker.connect()
+    try:
+        stream = f"{redis_ns}:stream"
+        await client.xadd(stream, {"f": "v"})
+        assert [entry[1] for entry in await client.xrange(stream)] == [{b"f": b"v"}]
+        connection = await client.connection_pool.get_connection()
+        try:
+            assert type(connection) is packing_in_c(Connection)
+        finally:
+            await client.connection_pool.release(connection)
+    finally:
+        await broker.stop()
