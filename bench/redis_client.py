@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import json
 import os
 import platform
@@ -36,44 +35,35 @@ import redis.asyncio
 from bench.machine import cpu_model, load_average
 from bench.namespaces import delete_namespace
 from bench.raw_redis import close_connection, encode_command, open_connection
+from bench.store import raw_calls, tables_of, typical_body
+from services.store import KeySpace, RedisEventStore
 from services.store.client import connect
 from services.store.scripts import APPEND_LUA
 
-BODY = b'{"type":"card_turned","v":1,"seat":0,"card":"7c"}' * 4
-"""A stored body of about the size of an engine event (200 bytes)."""
+EVENTS_PER_APPEND = 3
+"""The events of each append: a command's few (``bench.store.typical_body``, about 200 bytes
+stored each)."""
 
 
-def _calls(ns: str, tables: int, round_no: int) -> list[tuple[Any, ...]]:
-    """The EVALSHA arguments of one append per table at version ``3 * round_no``."""
-    out = []
-    for t in range(tables):
-        prefix = f"{ns}:{{s01}}:t:T{t}:"
-        keys = (
-            *(prefix + k for k in ("head", "ev")),
-            f"{ns}:{{s01}}:feed",
-            prefix + "cmdids",
-            prefix + "secret",
-            f"{ns}:{{s01}}:cmdids",
-        )
-        before = (
-            hashlib.sha256(f"{t}/{round_no - 1}".encode()).hexdigest() if round_no else "0" * 64
-        )
-        after = hashlib.sha256(f"{t}/{round_no}".encode()).hexdigest()
-        args: list[Any] = [f"T{t}", f"c{round_no}", 3 * round_no, before, b'{"ok":true}']
-        args += [3, after, "", "", 0, ""]
-        for _ in range(3):
-            args += [BODY, bytes.fromhex(after)]
-        out.append((len(keys), *keys, *args))
-    return out
+def _batches(
+    client: redis.asyncio.Redis, ns: str, tables: int, rounds: int
+) -> list[list[tuple[list[str], list[Any]]]]:
+    """The KEYS and ARGV of ``rounds`` pipelines of one append per table, in order (built by the
+    store itself, ``bench.store.raw_calls``)."""
+    store = RedisEventStore(client, KeySpace(ns))
+    events = EVENTS_PER_APPEND * rounds
+    work = {t: [typical_body(i) for i in range(events)] for t in tables_of("T", tables)}
+    calls = raw_calls(store, work, EVENTS_PER_APPEND)
+    return [[calls[t][r] for t in work] for r in range(rounds)]
 
 
 async def _slice(
-    client: redis.asyncio.Redis, sha: str, batches: list[list[tuple[Any, ...]]]
+    client: redis.asyncio.Redis, sha: str, batches: list[list[tuple[list[str], list[Any]]]]
 ) -> None:
     for batch in batches:
         async with client.pipeline(transaction=False) as pipe:
-            for call in batch:
-                pipe.evalsha(sha, *call)
+            for keys, args in batch:
+                pipe.evalsha(sha, len(keys), *keys, *args)
             replies = await pipe.execute()
         if any(int(r[0]) != 0 for r in replies):
             raise RuntimeError(f"an append was refused: {replies[:3]}")
@@ -137,17 +127,17 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     wall: dict[str, list[float]] = {name: [] for name in clients}
     try:
         sha = await clients["default"].script_load(APPEND_LUA)
-        done = dict.fromkeys(clients, 0)  # rounds appended to each client's own tables
+        rounds = args.repeat * args.rounds
+        batches = {  # each client appends to tables of its own
+            name: _batches(clients["default"], f"{ns}:{name}", args.calls, rounds)
+            for name in clients
+        }
         for repeat in range(args.repeat):
             order = list(clients) if repeat % 2 == 0 else list(reversed(clients))
             for name in order:  # alternating, so that the machine's moods hit both alike
-                first = done[name]
-                batches = [
-                    _calls(f"{ns}:{name}", args.calls, r) for r in range(first, first + args.rounds)
-                ]
-                done[name] += args.rounds
+                first = repeat * args.rounds
                 c0, t0 = time.process_time(), time.perf_counter()
-                await _slice(clients[name], sha, batches)
+                await _slice(clients[name], sha, batches[name][first : first + args.rounds])
                 calls = args.rounds * args.calls
                 cpu[name].append((time.process_time() - c0) / calls * 1e6)
                 wall[name].append((time.perf_counter() - t0) / calls * 1e6)
@@ -155,7 +145,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await delete_namespace(clients["default"], ns)
         for c in clients.values():
             await c.aclose()
-    count = getattr(args, "round_trips", 0)
+    count = args.round_trips
     trips = await round_trips(args.url, count, args.repeat) if count else {}
     return {
         "bench": "redis_client",

@@ -74,15 +74,17 @@ def workload(n_tables: int, n_events: int) -> dict[str, list[dict[str, Any]]]:
 
 
 def raw_calls(
-    store: RedisEventStore, work: dict[str, list[dict[str, Any]]]
+    store: RedisEventStore, work: dict[str, list[dict[str, Any]]], per_append: int = 1
 ) -> dict[str, list[Call]]:
-    """Precomputed KEYS/ARGV of every append (what the store would send), per table."""
+    """Precomputed KEYS/ARGV of every append (what the store would send), per table: its
+    bodies ``per_append`` to an append."""
     out: dict[str, list[Call]] = {}
     for table, bodies in work.items():
         calls: list[Call] = []
         h = GENESIS_HASH
-        for v, body in enumerate(bodies):
-            request = AppendRequest(table, v, h, body["command_id"], [body], "ok")
+        for v in range(0, len(bodies), per_append):
+            events = bodies[v : v + per_append]
+            request = AppendRequest(table, v, h, events[0]["command_id"], events, "ok")
             keys, args, prepared = store.build_call(request)
             calls.append((keys, args))
             h = prepared[-1].hash
