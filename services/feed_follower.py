@@ -2,7 +2,10 @@
 
 A :class:`FeedFollower` named ``name`` keeps, per shard, the last feed position it has handled
 in ``<ns>:{sNN}:ckpt:<name>`` and reads all its shard feeds with one ``XREAD BLOCK`` (one round
-trip whether one shard or all of them have news).  :meth:`FeedFollower.batches` yields lists of
+trip whether one shard or all of them have news; on Redis Cluster, where one command's keys
+must share a slot, one ``XREAD`` a feed in a pipeline and a
+:class:`~services.store.stream_watch.StreamWatch` to wait).  :meth:`FeedFollower.batches`
+yields lists of
 :class:`~services.store.base.FeedEntry` in feed order per shard; the checkpoints of a batch are
 written when the caller asks for the next batch, i.e. after its loop body has finished with the
 batch.  A crash in between means the batch is read again: the delivery is *at least once*, so
@@ -12,8 +15,7 @@ clock send commands with deterministic command ids, which the store applies once
 Several processes may follow under the same name: each reads every entry (there is no consumer
 group) and they share the checkpoint, which only matters at start.  The checkpoint is written
 with a plain ``SET`` (one key per shard, never two shards in one call), so it is safe on Redis
-Cluster; the one ``XREAD`` over all shards is not (its keys span slots) and would have to be
-split per node there: pass ``shards`` to follow a subset per follower.
+Cluster.
 
 A follower without a checkpoint starts from the beginning of each feed, so a fresh bots runner
 or clock also looks once at every table the feeds still hold (a table waiting on a bot since
@@ -30,11 +32,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from typing import Any, cast
 
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 
 from engine.state import Phase
 from events import commands as wc
 from services.store.base import FeedEntry
 from services.store.keys import KeySpace
+from services.store.stream_watch import StreamWatch, xread_split
 from services.table import Table
 
 _XReadReply = list[tuple[Any, list[tuple[Any, dict[Any, Any]]]]]
@@ -57,7 +61,7 @@ class FeedFollower:
 
     def __init__(
         self,
-        client: Redis,
+        client: Redis | RedisCluster,
         keys: KeySpace,
         name: str,
         *,
@@ -77,6 +81,7 @@ class FeedFollower:
         self.block_ms = block_ms
         self.positions: dict[int, str] = {}
         self._feeds = {keys.feed(s): s for s in self.shards}
+        self._watch = StreamWatch(client) if isinstance(client, RedisCluster) else None
 
     def checkpoint_key(self, shard: int) -> str:
         """Return ``<ns>:{sNN}:ckpt:<name>``."""
@@ -112,7 +117,10 @@ class FeedFollower:
             await self.load_checkpoints()
         streams: dict[Any, Any] = {self.keys.feed(s): self.positions[s] for s in self.shards}
         wait = self.block_ms if block_ms is None else block_ms
-        reply = await self.client.xread(streams, count=self.count, block=wait or None)
+        if self._watch is not None:
+            reply = await xread_split(self.client, streams, self.count, wait, self._watch)
+        else:
+            reply = await self.client.xread(streams, count=self.count, block=wait or None)
         out: list[FeedEntry] = []
         for stream, entries in cast(_XReadReply, reply or []):
             shard = self._feeds[_text(stream)]

@@ -32,6 +32,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from services.store.client import load_missing
 from services.store.keys import KeySpace
 
 __all__ = [
@@ -174,6 +175,7 @@ class ShardLeases:
         sent = time.monotonic()
         if not shards:
             return {}, sent
+        await load_missing(self.client, [self._renew])
         async with self.client.pipeline(transaction=False) as pipe:
             for shard in shards:
                 await self._renew(
@@ -188,6 +190,7 @@ class ShardLeases:
         """Give back our lease of each of ``shards``; return the ones that were still ours."""
         if not shards:
             return []
+        await load_missing(self.client, [self._release])
         async with self.client.pipeline(transaction=False) as pipe:
             for shard in shards:
                 await self._release(

@@ -8,6 +8,8 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from redis.asyncio.cluster import RedisCluster
+
 from services.audit.fast_audit import audit_packed
 from services.audit.results import TableReport
 from services.audit.store_reads import (
@@ -28,6 +30,19 @@ def _audit_reply(table_id: str, reply: Sequence[Any]) -> TableReport | None:
     if count < 1 or count >= FAST_READ_MAX:
         return None
     return audit_packed(table_id, _head_of(*reply[:3]), count, reply[4], reply[5])
+
+
+async def _audit_replies(
+    store: EventStore, chunk: Sequence[str], replies: Sequence[Any]
+) -> AsyncGenerator[TableReport, None]:
+    """The reports of ``chunk`` from the fast path's ``replies``: each table the fast path does
+    not certify is read again and audited in full."""
+    for table_id, reply in zip(chunk, replies, strict=True):
+        report = _audit_reply(table_id, reply)
+        if report is None:
+            (table,) = await load_tables(store, [table_id])
+            report = table.audit()
+        yield report
 
 
 async def audit_store(
@@ -56,6 +71,11 @@ async def audit_store(
             for table in loaded:
                 yield table.audit()
         return
+    if isinstance(store.client, RedisCluster):  # no one connection reaches every table
+        for chunk in chunks:
+            async for report in _audit_replies(store, chunk, await read_packed(store, chunk)):
+                yield report
+        return
     reads = _PackedReads(store)
     sent: tuple[Any, int] | None = await reads.send(chunks[0])
     try:
@@ -67,11 +87,7 @@ async def audit_store(
                 replies = await read_packed(store, chunk)
             if k + 1 < len(chunks):
                 sent = await reads.send(chunks[k + 1])  # Redis reads it while this is checked
-            for table_id, reply in zip(chunk, replies, strict=True):
-                report = _audit_reply(table_id, reply)
-                if report is None:
-                    (table,) = await load_tables(store, [table_id])
-                    report = table.audit()
+            async for report in _audit_replies(store, chunk, replies):
                 yield report
     finally:
         if sent is not None:  # the caller stopped early: the replies are never read

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from events.chain import GENESIS_HASH
 from services.audit.full_audit import audit_table
 from services.audit.results import NO_TABLE, Failure, StoredLike, TableReport
+from services.store.client import load_missing
 
 if TYPE_CHECKING:
     from services.store import RedisEventStore
@@ -166,6 +167,7 @@ async def read_packed(store: RedisEventStore, table_ids: Sequence[str]) -> list[
         script = store.client.register_script(_FAST_READ_LUA)
         setattr(store, "_audit_read", script)  # noqa: B010 - cached on the store it reads
     keys = store.keys
+    await load_missing(store.client, [script])
     async with store.client.pipeline(transaction=False) as pipe:
         for t in table_ids:
             await script(keys=[keys.events(t), keys.head(t)], args=[FAST_READ_MAX], client=pipe)

@@ -7,6 +7,8 @@ import json
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from redis.asyncio.cluster import RedisCluster
+
 from services import compact_json
 from services.engine_worker.entries import _Entry, _Malformed
 from services.engine_worker.metrics import _ACCEPTED, _DUPLICATE, _REJECTED
@@ -156,13 +158,26 @@ async def acknowledge(
     streams = {stream: ids for stream, ids in acks.items() if ids}
     if not streams and not hints and not views:
         return
+    messages = [(worker.results_channel, hints), (worker.views_channel, views)]
+    if isinstance(worker.client, RedisCluster):  # its pipelines refuse PUBLISH: one call each
+        async with worker.client.pipeline(transaction=False) as pipe:
+            for stream, ids in streams.items():
+                pipe.xack(stream, GROUP, *ids)
+            await asyncio.gather(
+                pipe.execute(),
+                *(
+                    worker.client.publish(channel, "\n".join(lines))
+                    for channel, lines in messages
+                    if lines
+                ),
+            )
+        return
     async with worker.client.pipeline(transaction=False) as pipe:
         for stream, ids in streams.items():
             pipe.xack(stream, GROUP, *ids)
-        if hints:
-            pipe.publish(worker.results_channel, "\n".join(hints))
-        if views:
-            pipe.publish(worker.views_channel, "\n".join(views))
+        for channel, lines in messages:
+            if lines:
+                pipe.publish(channel, "\n".join(lines))
         await pipe.execute()
 
 

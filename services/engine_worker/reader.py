@@ -13,6 +13,11 @@ given up joins or leaves at the next read; :meth:`ShardStreamsSubscriber.settled
 read or batch in hand involves a stream (a worker giving up a shard must not leave entries it
 has read parked in its pending list).
 
+On a Redis Cluster the streams of several shards live in several slots, which one command may
+not span: there the read is one non-blocking ``XREADGROUP`` a stream, pipelined (the cluster
+client sends each node its part), and an idle reader waits on a
+:class:`~services.store.stream_watch.StreamWatch` before it reads again.
+
 This leans on FastStream 0.7's subscriber internals (``pyproject.toml`` pins the minor
 version); ``tests/services/test_engine_reader.py`` checks the behaviour on a real Redis.
 """
@@ -33,6 +38,14 @@ from faststream.redis.subscriber.config import (
 )
 from faststream.redis.subscriber.specification import StreamSubscriberSpecification
 from faststream.redis.subscriber.usecases import LogicSubscriber, StreamBatchSubscriber
+from redis.asyncio.cluster import RedisCluster
+
+from services.store.stream_watch import StreamWatch
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
 
 STREAMS_FIELD = "streams"
 """The key of the batch message that names each entry's stream (aligned with the ids)."""
@@ -62,6 +75,7 @@ class ShardStreamsSubscriber(StreamBatchSubscriber):
         self.reads = 0
         """XREADGROUP calls made (the tests read it)."""
         self._log_channel: str | None = None
+        self._watch: StreamWatch | None = None
 
     def get_log_context(self, message: Any) -> dict[str, str]:
         """FastStream's log context of a batch (built for every message), with the channel
@@ -83,14 +97,66 @@ class ShardStreamsSubscriber(StreamBatchSubscriber):
         if not streams:
             await asyncio.sleep(sub.polling_interval / 1000)
             return ()
+        client = self._client
+        if isinstance(client, RedisCluster):
+            return await self._read_split(client, sorted(streams))
         self.reads += 1
-        return await self._client.xreadgroup(
+        return await client.xreadgroup(
             groupname=self._group,
             consumername=self._consumer,
             streams=dict.fromkeys(sorted(streams), ">"),
             count=sub.max_records,
             block=sub.polling_interval,
         )
+
+    async def _read_split(self, client: RedisCluster, streams: Sequence[str]) -> list[Any]:
+        """The read on a cluster: a non-blocking XREADGROUP a stream; when none had news, where
+        each stream ends, read once more, and wait on a watch of those ends before a last read.
+
+        Asking where a stream ends *before* reading it leaves no gap: an entry added after that
+        answer is either read by the XREADGROUP that follows or past the watched id.
+        """
+        found = await self._read_each(client, streams, ends=False)
+        if found:
+            return found
+        ends: dict[str, str] = {}
+        found = await self._read_each(client, streams, ends=ends)
+        if found:
+            return found
+        if self._watch is None:
+            self._watch = StreamWatch(client)
+        if await self._watch.wait(ends, self._stream_sub.polling_interval):
+            return await self._read_each(client, streams, ends=False)
+        return []
+
+    async def _read_each(
+        self, client: RedisCluster, streams: Sequence[str], *, ends: dict[str, str] | bool
+    ) -> list[Any]:
+        """One pipeline of XREADGROUP (COUNT, no BLOCK), each after an XREVRANGE of the
+        stream's last entry when ``ends`` is a dict to fill; return the non-empty replies."""
+        self.reads += 1
+        count = self._stream_sub.max_records
+        async with client.pipeline(transaction=False) as pipe:
+            for stream in streams:
+                if isinstance(ends, dict):
+                    pipe.xrevrange(stream, "+", "-", count=1)
+                pipe.xreadgroup(self._group, self._consumer, {stream: ">"}, count=count)
+            replies = await pipe.execute()
+        found: list[Any] = []
+        if isinstance(ends, dict):
+            for stream, last, read in zip(streams, replies[::2], replies[1::2], strict=True):
+                ends[stream] = _text(last[0][0]) if last else "0-0"
+                found.extend(read or ())
+        else:
+            for read in replies:
+                found.extend(read or ())
+        return found
+
+    async def stop(self) -> None:
+        """Stop the consume loop, and the watches of a cluster's idle reads."""
+        await super().stop()
+        if self._watch is not None:
+            await self._watch.close()
 
     async def _get_msgs(self, read: Any) -> None:
         """Read once and hand every entry read, of every stream, to the handler as one batch."""

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
 from services.hint_channels import views_channel
@@ -17,6 +18,7 @@ from services.projector.records import ShardWrite
 from services.projector.scripts import SCRIPT_SHA, SCRIPTS
 from services.store.keys import KeySpace
 from services.store.redis_store import READ_CHUNK
+from services.store.stream_watch import StreamWatch
 from services.view_parts import STORED_PARTS
 from services.views_fold import TableFold
 
@@ -66,6 +68,8 @@ class ProjectorCore:
         self._claimed_at = 0.0
         self._cache: Lru[str, TableFold] = Lru(cache_size)
         self._feed_shard = {keys.feed(s): s for s in range(keys.shards)}
+        self.watch = StreamWatch(client) if isinstance(client, RedisCluster) else None
+        """A cluster's wait on the feeds (:mod:`services.store.stream_watch`); None on one Redis."""
         self.log = get_logger("projector", owner=owner)
 
     # --- keys ----------------------------------------------------------------------------------

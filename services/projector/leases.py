@@ -64,7 +64,10 @@ class ProjectorLeases(ProjectorCore):
             await self.release(held[share:])
             self.log.info("leases_released", shards=sorted(held[share:]), share=share, live=live)
         elif len(held) < share:
-            holders = await self.client.mget([self.lease_key(s) for s in range(self.keys.shards)])
+            async with self.client.pipeline(transaction=False) as pipe:  # a GET a shard's slot
+                for s in range(self.keys.shards):
+                    pipe.get(self.lease_key(s))
+                holders = await pipe.execute()
             free = [s for s in preference(self.owner, range(self.keys.shards)) if not holders[s]]
             if free:
                 await self.claim(free[: share - len(held)])

@@ -14,6 +14,7 @@ from services.projector.metrics import APPLIED, LAG
 from services.projector.records import RoundStats, ShardWrite, TableRead
 from services.projector.scripts import LEASE_LOST, WRITTEN
 from services.store.base import StoredEvent
+from services.store.stream_watch import xread_split
 from services.view_parts import PUBLIC
 from services.views_fold import FoldError, TableFold
 
@@ -120,7 +121,11 @@ class ProjectorRound(ProjectorLeases, ProjectorFetch):
     async def _wait_feeds(self, shards: Sequence[int], block_ms: int) -> dict[int, list[FeedEntry]]:
         """Wait up to ``block_ms`` for an entry on any feed (XREAD BLOCK); return what came."""
         streams: dict[Any, Any] = {self.keys.feed(s): self.positions[s] or _ZERO for s in shards}
-        reply: Any = await self.client.xread(streams, count=self.batch_size, block=block_ms)
+        reply: Any
+        if self.watch is not None:  # a cluster: an XREAD a feed (docs/deploy.md)
+            reply = await xread_split(self.client, streams, self.batch_size, block_ms, self.watch)
+        else:
+            reply = await self.client.xread(streams, count=self.batch_size, block=block_ms)
         batches: dict[int, list[FeedEntry]] = {}
         for key, entries in reply.items() if isinstance(reply, dict) else reply or ():
             rows = entries[0] if isinstance(reply, dict) else entries  # RESP3 wraps them once more

@@ -21,19 +21,41 @@ an idle connection (such as one blocked in ``XREADGROUP``) and, while a request 
 unacknowledged, ``TCP_USER_TIMEOUT``, both in the kernel at no cost per call. The gateway and
 the command-line tools keep redis-py's timeout: a request of a person should fail rather than
 wait.
+
+**Redis Cluster.** ``connect`` asks the server at ``url`` once whether it runs in cluster mode
+(``INFO cluster``, :func:`is_cluster`) and then returns redis-py's ``RedisCluster``, which finds
+every master from that one node, routes each command (and each script, by its keys) to the
+master of its slot, and splits pipelines by node. Its connections are packed in C too.
+``docs/deploy.md`` ("Redis Cluster") says what else a cluster changes.
 """
 
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
 import hiredis
+import redis
 import redis.asyncio
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import AbstractConnection, Connection, parse_url
+from redis.commands.core import AsyncScript
 
-__all__ = ["KEEPALIVE", "broker_options", "connect", "packing_in_c", "without_call_timeouts"]
+__all__ = [
+    "KEEPALIVE",
+    "Client",
+    "broker_options",
+    "connect",
+    "is_cluster",
+    "load_missing",
+    "packing_in_c",
+    "without_call_timeouts",
+]
+
+Client = redis.asyncio.Redis | RedisCluster
+"""What :func:`connect` returns: one Redis, or a Redis Cluster found from one of its nodes."""
 
 KEEPALIVE: dict[int, int] = {
     option: value
@@ -103,16 +125,69 @@ def broker_options(url: str) -> dict[str, Any]:
     return {**without_call_timeouts(url), "connection_class": packing_in_c(base)}
 
 
-def connect(url: str, *, call_timeouts: bool = True, **options: Any) -> redis.asyncio.Redis:
-    """Return an asyncio client for ``url`` (bytes replies unless ``options`` say otherwise).
+_CLUSTER_MODE: dict[str, bool] = {}
 
-    With ``call_timeouts=False`` no call has a socket timeout and TCP connections carry
-    :data:`KEEPALIVE` (see the module docstring); ``options`` still win.
+
+def is_cluster(url: str) -> bool:
+    """Whether the server at ``url`` runs in cluster mode (asked once per URL and process).
+
+    Raises redis-py's ``ConnectionError`` when nothing answers (asked again next time).
+    """
+    known = _CLUSTER_MODE.get(url)
+    if known is not None:
+        return known
+    if urlsplit(url).scheme == "unix":  # a cluster node is reached over TCP only
+        _CLUSTER_MODE[url] = False
+        return False
+    probe = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+    try:
+        enabled = bool(probe.info("cluster").get("cluster_enabled"))
+    finally:
+        probe.close()
+    _CLUSTER_MODE[url] = enabled
+    return enabled
+
+
+def connect(
+    url: str, *, call_timeouts: bool = True, cluster: bool | None = None, **options: Any
+) -> Client:
+    """Return an asyncio client for ``url`` (bytes replies unless ``options`` say otherwise):
+    a ``RedisCluster`` when the server there is a cluster node, else a ``Redis``.
+
+    ``cluster`` None asks the server (:func:`is_cluster`, which raises when nothing answers);
+    True or False says it. With ``call_timeouts=False`` no call has a socket timeout and TCP
+    connections carry :data:`KEEPALIVE` (see the module docstring); ``options`` still win.
     """
     options.setdefault("decode_responses", False)
     if not call_timeouts:
         options = {**without_call_timeouts(url), **options}
+    if is_cluster(url) if cluster is None else cluster:
+        return _cluster_client(url, options)
     client = redis.asyncio.Redis.from_url(url, **options)
     pool = client.connection_pool
     pool.connection_class = packing_in_c(pool.connection_class)
     return client
+
+
+def _cluster_client(url: str, options: dict[str, Any]) -> RedisCluster:
+    """A ``RedisCluster`` from one node's ``url`` whose node connections pack in C."""
+    client = RedisCluster.from_url(url, **options)
+    packed = packing_in_c(client.connection_kwargs["connection_class"])
+    client.connection_kwargs["connection_class"] = packed  # the nodes it finds later
+    for node in client.startup_nodes:
+        node.connection_class = packed
+    return client
+
+
+async def load_missing(client: Client, scripts: Iterable[AsyncScript]) -> None:
+    """On a cluster, load into every master the ``scripts`` one of them lacks, before a
+    pipeline runs them by EVALSHA: redis-py's cluster pipeline leaves NOSCRIPT to its caller
+    (its plain pipeline loads them itself), and a master restarted has none. One Redis: no-op.
+    """
+    if not isinstance(client, RedisCluster):
+        return
+    wanted = list(scripts)
+    present = await client.script_exists(*(script.sha for script in wanted))
+    for script, loaded in zip(wanted, present, strict=True):
+        if not loaded:
+            await client.script_load(script.script)

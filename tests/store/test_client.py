@@ -48,7 +48,7 @@ def test_a_wrong_argument_type_gets_redis_pys_error() -> None:
 
 def test_keeps_the_connection_class_the_url_asks_for() -> None:
     unix = connect("unix:///tmp/nowhere.sock")
-    tcp = connect("redis://127.0.0.1:1/0")
+    tcp = connect("redis://127.0.0.1:1/0", cluster=False)  # nothing there to ask
     assert issubclass(unix.connection_pool.connection_class, UnixDomainSocketConnection)
     assert issubclass(tcp.connection_pool.connection_class, Connection)
     assert packing_in_c(Connection) is tcp.connection_pool.connection_class

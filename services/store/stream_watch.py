@@ -1,0 +1,109 @@
+"""Waiting on many streams of a Redis Cluster: one blocked ``XREAD`` a stream, as a wake-up.
+
+On one Redis a reader waits for news on all its streams with one ``XREAD``/``XREADGROUP``
+``BLOCK`` over every stream. A cluster refuses that command (its keys span slots, and a
+command's keys must share one slot), so the readers of the services split it there
+(``docs/deploy.md``, "Redis Cluster"): they read without blocking, one command a stream in one
+pipeline (which the cluster client sends node by node), and when nothing came they wait on a
+:class:`StreamWatch`: one ``XREAD COUNT 1 BLOCK`` a stream, after the last entry the reader
+knows of, each on a connection of its own. The first one that returns wakes the reader, which
+reads again without blocking; a watch still blocked stays in flight for the next wait.
+
+A watch only wakes: what it read is dropped, and the reader's own read takes the entries. So a
+watch that fires late, or after an id older than the reader's position, costs one empty read
+and loses nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+from typing import Any
+
+from redis.exceptions import RedisError
+
+__all__ = ["StreamWatch", "xread_each", "xread_split"]
+
+
+class StreamWatch:
+    """Blocked ``XREAD`` wake-ups over many streams of one cluster client."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self._watches: dict[str, asyncio.Task[bool]] = {}
+
+    async def wait(self, after: Mapping[str, str], block_ms: int) -> bool:
+        """Wait up to ``block_ms`` until a stream of ``after`` has an entry past its id.
+
+        Returns True when a watch saw one (or failed: the caller's read then finds out why),
+        False when the time ran out. Watches of streams no longer in ``after`` are dropped.
+        """
+        for stream in [s for s in self._watches if s not in after]:
+            self._watches.pop(stream).cancel()
+        if not after:
+            await asyncio.sleep(block_ms / 1000)
+            return False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + block_ms / 1000
+        while (remaining := deadline - loop.time()) > 0:
+            for stream, entry_id in after.items():
+                if stream not in self._watches:
+                    self._watches[stream] = asyncio.create_task(
+                        self._watch(stream, entry_id, block_ms), name=f"watch {stream}"
+                    )
+            done, _ = await asyncio.wait(
+                self._watches.values(), timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+            )
+            woke = False
+            for stream, task in list(self._watches.items()):
+                if task in done:  # a watch that timed out empty is started again
+                    del self._watches[stream]
+                    fired = task.cancelled() or task.exception() is not None or task.result()
+                    woke = woke or fired
+            if woke:
+                return True
+        return False
+
+    async def _watch(self, stream: str, entry_id: str, block_ms: int) -> bool:
+        try:
+            reply = await self.client.xread({stream: entry_id}, count=1, block=block_ms)
+        except RedisError:
+            await asyncio.sleep(min(block_ms, 100) / 1000)  # a node away: no busy loop
+            raise
+        return bool(reply)
+
+    async def close(self) -> None:
+        """Cancel every watch in flight."""
+        watches, self._watches = list(self._watches.values()), {}
+        for task in watches:
+            task.cancel()
+        for task in watches:
+            with contextlib.suppress(asyncio.CancelledError, RedisError):
+                await task
+
+
+async def xread_each(client: Any, streams: Mapping[str, str], count: int) -> list[Any]:
+    """``XREAD COUNT`` of every stream after its id, one command a stream in one pipeline;
+    the replies of the streams that had entries, as one multi-stream ``XREAD`` gives them."""
+    async with client.pipeline(transaction=False) as pipe:
+        for stream, entry_id in streams.items():
+            pipe.xread({stream: entry_id}, count=count)
+        replies = await pipe.execute()
+    found: list[Any] = []
+    for reply in replies:
+        found.extend(reply or ())
+    return found
+
+
+async def xread_split(
+    client: Any, streams: Mapping[str, str], count: int, block_ms: int | None, watch: StreamWatch
+) -> list[Any]:
+    """What ``XREAD COUNT BLOCK`` over ``streams`` gives on one Redis, on a cluster: read each
+    stream; when none had entries, wait up to ``block_ms`` on ``watch`` and read once more."""
+    found = await xread_each(client, streams, count)
+    if found or not block_ms:
+        return found
+    if await watch.wait(streams, block_ms):
+        return await xread_each(client, streams, count)
+    return []

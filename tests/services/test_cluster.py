@@ -1,0 +1,252 @@
+"""The whole service on a three-master Redis Cluster of its own, one master SIGKILLed mid-run.
+
+``conquian serve`` is given one node's address and finds the cluster by itself. Bot tables are
+played to the end while a master is killed and started again from its AOF; then every master
+holds some tables, every table audits clean, no accepted command was lost or applied twice,
+and a rebuild of the views equals the views.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio
+from redis.asyncio.cluster import RedisCluster
+
+from services.feed_follower import FeedFollower
+from services.redis_server.cluster import LocalCluster, slot_ranges
+from services.settings import load_settings
+from services.store.client import connect, is_cluster
+from services.store.keys import KeySpace
+from services.store.redis_store import RedisEventStore
+from tests.services.test_serve import ROOT, free_port, http, start_serve, wait_for_line
+
+pytestmark = pytest.mark.redis
+
+TABLES = 54
+SHARDS = 16
+NAMESPACE = "clt"
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    with LocalCluster(tmp_path / "cluster", masters=3) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A cluster for the tests that kill nothing (each keeps to its own namespace)."""
+    with LocalCluster(tmp_path_factory.mktemp("cluster"), masters=3) as running:
+        yield running
+
+
+def test_slot_ranges_cover_every_slot_once() -> None:
+    for masters in (1, 2, 3, 5, 7):
+        ranges = slot_ranges(masters)
+        assert ranges[0][0] == 0 and ranges[-1][1] == 16383
+        assert all(b[0] == a[1] + 1 for a, b in itertools.pairwise(ranges))
+
+
+async def test_connect_finds_the_cluster_from_any_node_and_one_redis_stays_one(
+    shared_cluster: LocalCluster, redis_url: str
+) -> None:
+    assert is_cluster(shared_cluster.node_url(2)) and not is_cluster(redis_url)
+    plain = connect(redis_url)
+    assert isinstance(plain, redis.asyncio.Redis)
+    await plain.aclose()
+    client = connect(shared_cluster.node_url(2), call_timeouts=False)
+    try:
+        assert isinstance(client, RedisCluster)
+        await client.initialize()
+        assert len(client.get_primaries()) == 3
+        keys = KeySpace("cc1", shards=16)
+        for shard in range(16):  # a script on each shard's slot, wherever its master is
+            await client.set(keys.shard_key(shard, "x"), shard)
+        masters = {client.get_node_from_key(keys.shard_key(s, "x")).name for s in range(16)}
+        assert len(masters) == 3
+        assert [int(await client.get(keys.shard_key(s, "x"))) for s in range(16)] == list(range(16))
+    finally:
+        await client.aclose()
+
+
+def test_conquian_shards_shows_every_master_with_its_shards(
+    shared_cluster: LocalCluster, redis_url: str
+) -> None:
+    env = {**os.environ, "REDIS_URL": shared_cluster.url, "CONQUIAN_SHARDS": "64"}
+    shown = run_cli(env, "shards", "--json")
+    assert shown.returncode == 0, shown.stderr
+    spread = json.loads(shown.stdout)
+    assert sorted(spread) == sorted(f"127.0.0.1:{port}" for port in shared_cluster.ports)
+    assert sorted(s for shards in spread.values() for s in shards) == list(range(64))
+    assert all(len(shards) > 64 / 3 / 2 for shards in spread.values())  # even enough at 64
+    text = run_cli(env, "shards")
+    assert text.returncode == 0 and text.stdout.count("shards (") == 3
+    single = run_cli({**os.environ, "REDIS_URL": redis_url, "CONQUIAN_SHARDS": "4"}, "shards")
+    assert single.returncode == 0 and "4 shards (1.00 x even)  0 1 2 3" in single.stdout
+
+
+async def test_a_feed_follower_on_a_cluster_reads_every_master_and_wakes_on_news(
+    shared_cluster: LocalCluster,
+) -> None:
+    """The split XREAD: entries of every shard (all three masters) come back; an idle read
+    waits on the watches and wakes within a fraction of its block when a feed moves."""
+    keys = KeySpace("cc2", shards=16)
+    client = connect(shared_cluster.url, call_timeouts=False)
+    follower = FeedFollower(client, keys, "watcher", block_ms=2000)
+    try:
+        for shard in range(16):
+            await client.xadd(keys.feed(shard), {"t": f"t{shard}", "f": 1, "l": 2})
+        first = await follower.read(block_ms=0)
+        assert sorted(e.table_id for e in first) == sorted(f"t{s}" for s in range(16))
+        assert await follower.read(block_ms=300) == []  # nothing new: the watches time out
+
+        async def later() -> None:
+            await asyncio.sleep(0.3)
+            await client.xadd(keys.feed(11), {"t": "late", "f": 3, "l": 3})
+
+        started = time.monotonic()
+        news, _ = await asyncio.gather(follower.read(), later())
+        assert [e.table_id for e in news] == ["late"]
+        assert time.monotonic() - started < 1.5  # woken by the watch, not by its timeout
+    finally:
+        if follower._watch is not None:
+            await follower._watch.close()
+        await client.aclose()
+
+
+def retrying(method: str, url: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An HTTP call retried while a master is away (what a client does with a 5xx)."""
+    for _ in range(200):
+        try:
+            return http(method, url, body)
+        except (urllib.error.HTTPError, urllib.error.URLError, TimeoutError) as exc:
+            if isinstance(exc, urllib.error.HTTPError) and exc.code < 500:
+                raise
+            time.sleep(0.1)
+    raise AssertionError(f"{method} {url} kept failing")
+
+
+def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "services.cli", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_bot_tables_on_a_cluster_survive_a_master_killed_and_restarted(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    port = free_port()
+    env = {
+        **os.environ,
+        "REDIS_URL": cluster.url,
+        "CONQUIAN_NAMESPACE": NAMESPACE,
+        "CONQUIAN_SHARDS": str(SHARDS),
+        "CONQUIAN_LOG_LEVEL": "WARNING",
+        "CONQUIAN_CLAIM_IDLE_MS": "1000",
+        "CONQUIAN_LEASE_MS": "3000",
+    }
+    log = tmp_path / "serve.log"
+    with log.open("w") as errors:
+        serve = start_serve(env, port, "--workers", "2", stderr=errors)
+    base = f"http://127.0.0.1:{port}"
+    tables: list[str] = []
+    try:
+        wait_for_line(serve.stdout, "Conquian is running at", time.monotonic() + 120)
+        for i in range(TABLES):
+            bots = {"0": "greedy", "1": "random" if i % 2 else "greedy"}
+            tables.append(http("POST", f"{base}/tables", {"bots": bots, "deals": 1})["table_id"])
+        time.sleep(1.0)
+        over = [t for t in tables if http("GET", f"{base}/tables/{t}").get("status") == "over"]
+        assert len(over) < TABLES // 2, "the master must be killed mid-run"
+        cluster.kill(1)
+        time.sleep(1.0)
+        cluster.restart(1)
+        deadline = time.monotonic() + 240
+        waiting = set(tables)
+        while waiting and time.monotonic() < deadline:
+            for table in sorted(waiting):
+                if retrying("GET", f"{base}/tables/{table}").get("status") == "over":
+                    waiting.discard(table)
+            time.sleep(0.5)
+        assert not waiting, f"{len(waiting)} tables never finished; log: {log.read_text()[-3000:]}"
+        os.killpg(serve.pid, signal.SIGINT)
+        assert serve.wait(timeout=60) == 0
+    finally:
+        if serve.poll() is None:
+            os.killpg(serve.pid, signal.SIGKILL)
+            serve.wait()
+
+    asyncio.run(_check_store(cluster.url, tables))
+
+    audit = run_cli(env, "audit", "--all", "--json")
+    assert audit.returncode == 0, audit.stdout[-3000:] + audit.stderr[-3000:]
+    report = json.loads(audit.stdout)
+    assert report["ok"] is True and report["tables"] >= TABLES, audit.stdout[-2000:]
+
+    before = asyncio.run(_views(cluster.url, tables))
+    rebuild = run_cli(env, "project", "--rebuild")
+    assert rebuild.returncode == 0, rebuild.stderr[-3000:]
+    assert asyncio.run(_views(cluster.url, tables)) == before
+
+
+async def _check_store(url: str, tables: list[str]) -> None:
+    settings = load_settings(redis_url=url, namespace=NAMESPACE, shards=SHARDS)
+    client = connect(url)
+    assert isinstance(client, RedisCluster)
+    try:
+        await client.initialize()
+        store = RedisEventStore(client, settings.keys)
+        masters = Counter(client.get_node_from_key(settings.keys.head(t)).name for t in tables)
+        assert len(masters) == 3, masters  # every master holds some of the tables
+        for table in tables:
+            head = await store.head(table)
+            assert head.status == "over", (table, head)
+            events = await store.read(table)
+            assert [e.version for e in events] == list(range(1, head.version + 1))
+            runs: list[str] = []  # each command's events in one run: applied once
+            for event in events:
+                command_id = event.body["command_id"]
+                if not runs or runs[-1] != command_id:
+                    runs.append(command_id)
+            assert len(runs) == len(set(runs)), f"{table}: a command applied twice"
+            answered = await client.hgetall(settings.keys.command_ids(table))
+            for field, record in answered.items():
+                result = json.loads(record.split(b" ", 2)[2])
+                if result.get("ok"):
+                    assert field.decode() in runs, f"{table}: accepted {field!r} has no events"
+    finally:
+        await client.aclose()
+
+
+async def _views(url: str, tables: list[str]) -> dict[str, Any]:
+    settings = load_settings(redis_url=url, namespace=NAMESPACE, shards=SHARDS)
+    client = connect(url)
+    try:
+        out: dict[str, Any] = {}
+        for table in tables:
+            for part in ("public", "seat0", "seat1"):
+                raw = await client.get(settings.keys.table_view(table, part))
+                out[f"{table}/{part}"] = None if raw is None else json.loads(raw)
+        return out
+    finally:
+        await client.aclose()
