@@ -20,6 +20,7 @@ from importlib import metadata
 from typing import TypeAlias
 
 from services import audit, project_cli, replay, selfplay, serve
+from services.store import spread
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 Registrar = Callable[[Subparsers, str], argparse.ArgumentParser]
@@ -32,6 +33,7 @@ SUBCOMMANDS: list[tuple[str, Registrar]] = [
     ("replay", replay.add_parser),
     ("project", project_cli.add_parser),
     ("serve", serve.add_parser),
+    ("shards", spread.add_parser),
 ]
 
 
