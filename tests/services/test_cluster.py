@@ -12,11 +12,13 @@ import asyncio
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 import urllib.error
+import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -189,6 +191,10 @@ def test_bot_tables_on_a_cluster_survive_a_master_killed_and_restarted(
                     waiting.discard(table)
             time.sleep(0.5)
         assert not waiting, f"{len(waiting)} tables never finished; log: {log.read_text()[-3000:]}"
+        with urllib.request.urlopen(f"{base}/metrics", timeout=10) as response:
+            metrics = response.read().decode()
+        hints = re.search(r'conquian_gateway_hints_total\{channel="results"\} (\S+)', metrics)
+        assert hints and float(hints.group(1)) > 0, "no result hint reached the gateway"
         os.killpg(serve.pid, signal.SIGINT)
         assert serve.wait(timeout=60) == 0
     finally:
@@ -202,6 +208,9 @@ def test_bot_tables_on_a_cluster_survive_a_master_killed_and_restarted(
     assert audit.returncode == 0, audit.stdout[-3000:] + audit.stderr[-3000:]
     report = json.loads(audit.stdout)
     assert report["ok"] is True and report["tables"] >= TABLES, audit.stdout[-2000:]
+
+    replay = run_cli(env, "replay", tables[0])
+    assert replay.returncode == 0 and "deal 1" in replay.stdout.lower(), replay.stdout[-2000:]
 
     before = asyncio.run(_views(cluster.url, tables))
     rebuild = run_cli(env, "project", "--rebuild")
