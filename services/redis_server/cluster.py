@@ -69,7 +69,8 @@ class LocalCluster:
                 "cluster-config-file": "nodes.conf",
                 "cluster-node-timeout": str(node_timeout_ms),
                 "cluster-port": str(_free_port()),
-                # a master coming back from its AOF answers before it knows its peers again
+                # Redis's default, said aloud: while a master without replica is away, the
+                # cluster refuses every command, and the services wait for it to come back
                 "cluster-require-full-coverage": "yes",
                 **(extra_args or {}),
             }

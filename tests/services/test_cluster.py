@@ -181,7 +181,7 @@ def test_bot_tables_on_a_cluster_survive_a_master_killed_and_restarted(
         over = [t for t in tables if http("GET", f"{base}/tables/{t}").get("status") == "over"]
         assert len(over) < TABLES // 2, "the master must be killed mid-run"
         cluster.kill(1)
-        time.sleep(1.0)
+        time.sleep(3.0)  # past cluster-node-timeout: the others mark it failed
         cluster.restart(1)
         deadline = time.monotonic() + 240
         waiting = set(tables)
