@@ -31,6 +31,7 @@ from redis.asyncio.cluster import RedisCluster
 from services.feed_follower import FeedFollower
 from services.redis_server.cluster import LocalCluster, slot_ranges
 from services.settings import load_settings
+from services.shard_leases import heartbeat, registry_key
 from services.store.client import connect, is_cluster
 from services.store.keys import KeySpace
 from services.store.redis_store import RedisEventStore
@@ -99,6 +100,49 @@ def test_conquian_shards_shows_every_master_with_its_shards(
     assert text.returncode == 0 and text.stdout.count("shards (") == 3
     single = run_cli({**os.environ, "REDIS_URL": redis_url, "CONQUIAN_SHARDS": "4"}, "shards")
     assert single.returncode == 0 and "4 shards (1.00 x even)  0 1 2 3" in single.stdout
+
+
+async def test_the_probes_ask_the_master_that_holds_the_key(
+    shared_cluster: LocalCluster, redis_url: str
+) -> None:
+    client = connect(shared_cluster.url)
+    assert isinstance(client, RedisCluster)
+    try:
+        await client.initialize()
+        url_node = f"127.0.0.1:{shared_cluster.ports[0]}"
+        # a namespace whose registry is on another master than the URL's node: MOVED there
+        ns = next(f"pr{i}" for i in range(100) if _master(client, f"pr{i}:workers") != url_node)
+        keys = KeySpace(ns, 16)
+        await heartbeat(client, registry_key(keys), "w-probe", 10_000)
+    finally:
+        await client.aclose()
+    for url in (shared_cluster.url, redis_url):
+        env = {**os.environ, "REDIS_URL": url, "CONQUIAN_NAMESPACE": ns}
+        assert run_probe(env, "redis").returncode == 0
+        missing = run_probe({**env, "CONQUIAN_WORKER_ID": "w-none"}, "worker")
+        assert missing.returncode == 1, missing.stderr
+    ready = run_probe(
+        {
+            **os.environ,
+            "REDIS_URL": shared_cluster.url,
+            "CONQUIAN_NAMESPACE": ns,
+            "CONQUIAN_WORKER_ID": "w-probe",
+        },
+        "worker",
+    )
+    assert ready.returncode == 0, ready.stderr
+    assert run_probe(dict(os.environ), "nothing").returncode == 2
+
+
+def _master(client: RedisCluster, key: str) -> str:
+    return str(client.get_node_from_key(key).name)
+
+
+def run_probe(env: dict[str, str], name: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "services.probe", name],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
 
 
 async def test_a_feed_follower_on_a_cluster_reads_every_master_and_wakes_on_news(
