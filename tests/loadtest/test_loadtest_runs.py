@@ -9,6 +9,7 @@ series adds up to the totals, and the plot is a PNG.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
@@ -226,3 +227,36 @@ def test_a_service_that_does_not_answer_fails_the_run_at_once(tmp_path: Path) ->
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert "does not answer" in done.stderr
+
+
+def test_the_locustfile_plays_tables_headless_without_failures(
+    service: Service, tmp_path: Path
+) -> None:
+    locust = Path(sys.executable).parent / "locust"
+    argv = [
+        str(locust),
+        "-f",
+        str(ROOT / "services" / "loadtest" / "locustfile.py"),
+        "--headless",
+        "-u",
+        "2",
+        "-r",
+        "2",
+        "-t",
+        "5s",
+        "--host",
+        service.url,
+        "--csv",
+        str(tmp_path / "locust"),
+        "--only-summary",
+        "--conquian-seed",
+        "3",
+    ]
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    with (tmp_path / "locust_stats.csv").open() as stats:
+        rows = {row["Name"]: row for row in csv.DictReader(stats)}
+    total = rows["Aggregated"]
+    assert int(total["Request Count"]) > 0 and int(total["Failure Count"]) == 0
+    for name in ("/tables", "/tables/[id]/join", "/tables/[id]/view", "/tables/[id]/commands"):
+        assert int(rows[name]["Request Count"]) > 0, name
