@@ -27,6 +27,7 @@ from services.loadtest.links import NoService, TableGivenUp
 from services.loadtest.options import Options
 from services.loadtest.play import TablePlay, view_version
 from services.loadtest.stats import Stats
+from services.loadtest.wakeup import Wakeup
 
 _EVENT_PREFIX = '{"kind":"event"'
 """How the gateway's compact JSON of an ``event`` message starts."""
@@ -84,7 +85,7 @@ class GatewayTable:
         self.readers: list[asyncio.Task[None]] = []
         self.waiting: dict[str, asyncio.Future[tuple[Mapping[str, Any], float]]] = {}
         self.arrivals: list[deque[tuple[int, float]]] = [deque(maxlen=8), deque(maxlen=8)]
-        self.news = asyncio.Event()
+        self.news = Wakeup()
         self.closed: TableGivenUp | None = None
         self.watch_stats: Stats | None = None
         self.last_command: object = None
@@ -228,11 +229,13 @@ class GatewayTable:
         future = self.waiting.get(command_id)
         if future is None:
             raise TableGivenUp("result/not_awaited", command_id)
+        delay = max(0.0, deadline - time.perf_counter())
+        timer = asyncio.get_running_loop().call_later(delay, _time_out, future, command_id)
         try:
-            return await asyncio.wait_for(future, max(0.0, deadline - time.perf_counter()))
-        except TimeoutError:
+            return await future
+        finally:
+            timer.cancel()
             self.waiting.pop(command_id, None)
-            raise TableGivenUp("result/timeout", command_id) from None
 
     async def view_at(self, seat: int, version: int, deadline: float) -> float:
         """Return when the seat's first view at ``version`` or later arrived."""
@@ -250,10 +253,8 @@ class GatewayTable:
         if self.closed is not None:
             raise self.closed
         self.news.clear()
-        try:
-            await asyncio.wait_for(self.news.wait(), max(0.0, deadline - time.perf_counter()))
-        except TimeoutError:
-            raise TableGivenUp(code, f"table {self.table_id}") from None
+        if not await self.news.wait(deadline - time.perf_counter()):
+            raise TableGivenUp(code, f"table {self.table_id}")
 
     async def watch(self, deadline: float, stats: Stats) -> int:
         """Wait for the bot table's ``match_ended``; return its deals."""
@@ -268,3 +269,9 @@ class GatewayTable:
         for reader in self.readers:
             reader.cancel()
         await asyncio.gather(*self.readers, return_exceptions=True)
+
+
+def _time_out(future: asyncio.Future[tuple[Mapping[str, Any], float]], command_id: str) -> None:
+    """End the wait for a result that did not come in time."""
+    if not future.done():
+        future.set_exception(TableGivenUp("result/timeout", command_id))

@@ -28,11 +28,14 @@ from services.loadtest.links import NoService, TableGivenUp
 from services.loadtest.options import Options
 from services.loadtest.play import TablePlay, view_version
 from services.loadtest.stats import Stats
+from services.loadtest.wakeup import Wakeup
 from services.redis_server import redact_url
 from services.store.client import connect
 from services.store.keys import KeySpace
 from services.view_parts import assemble
 
+PIPELINES = 8
+"""Pipelines of the batcher in flight at once."""
 FIRST_POLL = 0.02
 MAX_POLL = 0.5
 """Seconds between reads of a table with no feed entry: the first, and at most (doubling)."""
@@ -44,8 +47,14 @@ class StreamsDriver:
     def __init__(self, options: Options) -> None:
         self.options = options
         self.keys = KeySpace(ns=options.namespace, shards=options.shards)
-        self.client = connect(options.redis_url)
-        self.batcher = Batcher(self.client)
+        # a connection for each shard feed's blocking read and each pipeline out, whatever the
+        # pool's default (redis-py 8 refuses a 101st connection rather than waiting for one)
+        self.client = connect(
+            options.redis_url,
+            call_timeouts=False,  # each table keeps its own deadlines
+            max_connections=options.shards + PIPELINES + 4,
+        )
+        self.batcher = Batcher(self.client, in_flight=PIPELINES)
         self.feeds = FeedWatch(self.client, self.keys)
 
     async def start(self) -> None:
@@ -80,7 +89,7 @@ class StreamsTable:
         self.stream = keys.cmd(keys.shard_of(table_id))
         self.cmdids = keys.command_ids(table_id)
         self.view_keys = [keys.table_view(table_id, part) for part in ("public", "seat0", "seat1")]
-        self.wake = asyncio.Event()
+        self.wake = Wakeup()
         self.arrived: list[float] = [0.0, 0.0]
         self.public: dict[str, Any] | None = None
         self.watch_stats: Stats | None = None
@@ -120,6 +129,8 @@ class StreamsTable:
             return
         public = orjson.loads(parts[0])
         self.public = public
+        if min(view_version(v) for v in self.play.views) >= public["version"]:
+            return  # nothing newer than what both seats hold
         for seat in (0, 1):
             raw = parts[seat + 1]
             part = None if raw is None else orjson.loads(raw)
@@ -132,9 +143,7 @@ class StreamsTable:
         remaining = deadline - time.perf_counter()
         if remaining <= 0:
             raise TableGivenUp(code, f"table {self.table_id}")
-        try:
-            await asyncio.wait_for(self.wake.wait(), min(poll, remaining))
-        except TimeoutError:
+        if not await self.wake.wait(min(poll, remaining)):
             return min(poll * 2, MAX_POLL)
         self.wake.clear()
         return poll
