@@ -99,11 +99,15 @@ class GatewayTable:
         started = time.perf_counter()
         try:
             async with self.driver.http.post(f"{self.options.url}{path}", json=body) as response:
-                answer = await response.json(loads=orjson.loads, content_type=None)
+                raw = await response.read()
                 status = response.status
-        except (aiohttp.ClientError, TimeoutError, ValueError) as error:
+        except (aiohttp.ClientError, TimeoutError) as error:
             raise TableGivenUp(f"http/{kind}_failed", repr(error)) from None
-        if status not in (200, 201):
+        try:
+            answer = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            answer = None  # e.g. a server error's plain text
+        if status not in (200, 201) or not isinstance(answer, dict):
             code = answer.get("code") if isinstance(answer, dict) else None
             raise TableGivenUp(f"{kind}/{code or status}", f"{path} answered {status}")
         stats.setup_done(kind, time.perf_counter() - started)
@@ -141,7 +145,9 @@ class GatewayTable:
         assert self.driver.sockets is not None
         base = self.options.url.replace("http", "ws", 1)
         url = f"{base}/tables/{self.table_id}/ws"
-        params = {} if token is None else {"token": token}
+        # a spectator of bot tables asks for every event since the start: the bots may have
+        # moved, or even finished, before the socket is up
+        params = {"after": "0"} if token is None else {"token": token}
         try:
             socket = await self.driver.sockets.ws_connect(
                 url,
@@ -190,6 +196,10 @@ class GatewayTable:
                 self.news.set()
         elif kind == "event" and seat is None:
             self._watched(message["event"])
+        elif kind == "view" and message["view"].get("match_over") is True:
+            self.deals = max(self.deals, int(message["view"].get("deals_played") or 0))
+            self.match_ended = True  # (a bot table older than the resume gap: no events)
+            self.news.set()
         elif kind == "error":
             self.closed = TableGivenUp(f"ws/{message.get('code')}", str(message.get("message")))
 
