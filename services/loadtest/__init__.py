@@ -1,0 +1,13 @@
+"""``conquian loadtest``: concurrent tables against a running service, measured.
+
+Modules, one concept each: ``options`` (the command line), ``play`` (a scripted table's next
+move, shared with ``locustfile``), ``pacing`` (the rate), ``stats`` (counts, latencies),
+``links`` (a table's protocol and play loop), ``gateway`` and ``streams`` (the two drivers,
+``batcher`` and ``feeds`` beside the latter), ``runner`` (slots, duration, intervals),
+``display`` (live progress), ``report`` (JSON), ``plot`` (PNG), ``cli`` (the subcommand).
+``docs/loadtest.md`` is the user's guide.
+"""
+
+from services.loadtest.cli import add_parser
+
+__all__ = ["add_parser"]

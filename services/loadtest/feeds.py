@@ -1,0 +1,71 @@
+"""The shard feeds, followed so that a table waiting for its command's result wakes at once.
+
+The engine worker appends a feed entry (``t`` table, ``f`` first and ``l`` last version) in the
+same atomic call that appends a table's events and records the command's result and views
+(``docs/services.md``): when the entry is read, the result and views are there to be read.  One
+blocking ``XREAD`` of one shard's feed at a time (one key: one cluster slot), one task a shard,
+from the feed's last entry when the run starts.  Rejections append nothing, so whoever waits
+also polls, at growing intervals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+from redis.asyncio import Redis
+
+from services.store.keys import KeySpace
+
+Wake = Callable[[str, int], None]
+"""Told of each feed entry: the table and the number of appends (one an entry)."""
+
+
+class FeedWatch:
+    """Follows every shard feed and calls ``wake`` for the tables it is asked to watch."""
+
+    def __init__(self, client: Redis, keys: KeySpace, *, block_ms: int = 1000) -> None:
+        self.client = client
+        self.keys = keys
+        self.block_ms = block_ms
+        self.watching: dict[str, Wake] = {}
+        self.entries = 0
+        self.tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        """Find each feed's last entry and start following from there."""
+        for shard in range(self.keys.shards):
+            feed = self.keys.feed(shard)
+            last: Any = await self.client.xrevrange(feed, "+", "-", count=1)
+            start: bytes = last[0][0] if last else b"0-0"
+            self.tasks.append(asyncio.create_task(self._follow(feed, start)))
+
+    async def close(self) -> None:
+        """Stop following."""
+        for task in self.tasks:
+            task.cancel()
+        for task in self.tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def watch(self, table_id: str, wake: Wake) -> None:
+        """Call ``wake`` on each new entry of ``table_id``."""
+        self.watching[table_id] = wake
+
+    def forget(self, table_id: str) -> None:
+        """Stop watching ``table_id``."""
+        self.watching.pop(table_id, None)
+
+    async def _follow(self, feed: str, after: bytes) -> None:
+        while True:
+            reply: Any = await self.client.xread({feed: after}, count=1000, block=self.block_ms)
+            for _, entries in reply or ():
+                for entry_id, fields in entries:
+                    after = entry_id
+                    self.entries += 1
+                    table_id = fields[b"t"].decode()
+                    wake = self.watching.get(table_id)
+                    if wake is not None:
+                        wake(table_id, 1)

@@ -1,0 +1,72 @@
+"""The JSON report of a run: what was asked, what was measured, and the time series.
+
+Top-level keys: ``tool``, ``started_at`` (UTC, ISO 8601), ``seconds`` (the run's length),
+``settings`` (every option), ``commands_per_s`` (results received over the run's length),
+``rate_sent`` (commands sent over it), ``moves_per_s`` (bot tables' moves seen over it),
+``commands`` (sent, results, unanswered, accepted,
+rejected, refused_on_purpose), ``latency_ms`` (``result`` and ``view``: count, p50, p95, p99,
+max, mean), ``setup_latency_ms`` (``create`` and ``join``), ``rejections`` and ``errors`` (by
+code), ``tables`` (started, finished, deals_finished), ``moves_seen`` (bot tables),
+``timed_out``, and ``series`` (one row per ``--interval``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from services.loadtest.options import Options
+from services.loadtest.runner import Outcome
+
+
+def build(options: Options, outcome: Outcome, started_at: datetime) -> dict[str, Any]:
+    """Return the report of a finished run."""
+    totals = outcome.stats.totals()
+    seconds = max(outcome.seconds, 1e-9)
+    return {
+        "tool": "conquian loadtest",
+        "started_at": started_at.astimezone(UTC).isoformat(timespec="seconds"),
+        "seconds": round(outcome.seconds, 3),
+        "settings": options.settings(),
+        "commands_per_s": round(totals["commands"]["results"] / seconds, 1),
+        "rate_sent": round(totals["commands"]["sent"] / seconds, 1),
+        "moves_per_s": round(totals["moves_seen"] / seconds, 1),
+        **totals,
+        "timed_out": outcome.timed_out,
+        "machine": {"cpus": os.cpu_count(), "load_average": list(os.getloadavg())},
+        "series": outcome.series,
+    }
+
+
+def write(report: dict[str, Any], path: str) -> None:
+    """Write the report as indented JSON (the folder is made if missing)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(report, indent=2) + "\n")
+
+
+def summary(report: dict[str, Any]) -> str:
+    """Return a few lines for the terminal at the end of a run."""
+    commands = report["commands"]
+    result = report["latency_ms"]["result"]
+    view = report["latency_ms"]["view"]
+    tables = report["tables"]
+    lines = [
+        f"{report['commands_per_s']} commands/s over {report['seconds']} s "
+        f"({commands['results']} answered of {commands['sent']} sent, "
+        f"{commands['rejected']} rejected)",
+        f"to the result: p50 {result['p50']} p95 {result['p95']} p99 {result['p99']} "
+        f"max {result['max']} ms",
+        f"to the view:   p50 {view['p50']} p95 {view['p95']} p99 {view['p99']} "
+        f"max {view['max']} ms",
+        f"tables: {tables['started']} started, {tables['finished']} finished, "
+        f"{tables['deals_finished']} deals",
+    ]
+    if report["rejections"]:
+        lines.append(f"rejections: {report['rejections']}")
+    if report["errors"]:
+        lines.append(f"errors: {report['errors']}")
+    return "\n".join(lines) + "\n"

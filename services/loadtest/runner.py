@@ -1,0 +1,195 @@
+"""A run: table slots kept busy until the run ends, and a monitor that cuts the intervals.
+
+``--tables`` slots each play one table at a time through the driver.  Without ``--duration`` a
+slot plays one match and stops, and the run ends when every slot has (or at ``--timeout``).
+With it, a slot starts a new table when its table's match is over (or was given up), until the
+duration ends; then no command is sent any more, and the commands in flight get ``--grace``
+seconds for their results.  ``--ramp`` spreads the first tables' starts evenly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from services import log as service_log
+from services.loadtest.links import Context, TableGivenUp, TableLink, play_scripted
+from services.loadtest.options import Options
+from services.loadtest.pacing import Pacer
+from services.loadtest.play import TablePlay
+from services.loadtest.stats import Interval, Stats, percentile
+
+ERROR_PAUSE = 1.0
+"""Seconds a slot waits after a table was given up before it starts the next one."""
+
+
+class Driver(Protocol):
+    """What carries the tables: ``GatewayDriver`` or ``StreamsDriver``."""
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    def table(self, table_id: str, play: TablePlay) -> TableLink: ...
+
+
+@dataclass
+class Outcome:
+    """What a run leaves: the counts, the per-interval rows, and how long it took."""
+
+    stats: Stats
+    series: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+    timed_out: bool = False
+
+
+OnInterval = Callable[[dict[str, Any], Stats], None]
+
+
+def make_driver(options: Options) -> Driver:
+    """Return the driver of ``--via``."""
+    if options.via == "gateway":
+        from services.loadtest.gateway import GatewayDriver
+
+        return GatewayDriver(options)
+    from services.loadtest.streams import StreamsDriver
+
+    return StreamsDriver(options)
+
+
+class Run:
+    """One run of the load tool (see the module docstring)."""
+
+    def __init__(self, options: Options, driver: Driver, on_interval: OnInterval) -> None:
+        self.options = options
+        self.driver = driver
+        self.on_interval = on_interval
+        self.stats = Stats()
+        self.context = Context(self.stats, Pacer(options.rate), options.result_timeout)
+        self.outcome = Outcome(self.stats)
+        self.log: Any = service_log.get_logger("loadtest")
+        self.active = 0
+        self._numbers = iter(range(1, 1 << 62))
+        self._started = 0.0
+
+    async def run(self) -> Outcome:
+        """Play until the run ends; return what it measured.
+
+        Raises NoService when the driver cannot reach the service.
+        """
+        try:
+            await self.driver.start()
+        except BaseException:
+            await self.driver.close()
+            raise
+        self._started = time.perf_counter()
+        monitor = asyncio.create_task(self._monitor())
+        slots = [asyncio.create_task(self._slot(i)) for i in range(self.options.tables)]
+        try:
+            await self._until_done(slots)
+        finally:
+            for task in slots:
+                task.cancel()
+            await asyncio.gather(*slots, return_exceptions=True)
+            monitor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await monitor
+            self.outcome.seconds = time.perf_counter() - self._started
+            self._row(self.stats.cut())  # the last, partial interval
+            await self.driver.close()
+        return self.outcome
+
+    async def _until_done(self, slots: list[asyncio.Task[None]]) -> None:
+        options = self.options
+        limit = options.timeout
+        if options.duration is not None:
+            limit = min(limit, options.duration)
+        _, pending = await asyncio.wait(slots, timeout=limit)
+        if not pending:
+            return
+        self.context.stop.set()  # no new command from here on
+        if options.duration is None:
+            self.outcome.timed_out = True
+            self.log.warning("loadtest_timeout", unfinished=len(pending))
+            return
+        await asyncio.wait(pending, timeout=options.grace)  # then cancelled: see ``unanswered``
+
+    async def _slot(self, index: int) -> None:
+        """Play tables one after the other (one only, without ``--duration``)."""
+        options = self.options
+        if options.ramp > 0:
+            await asyncio.sleep(options.ramp * index / options.tables)
+        while not self.context.stop.is_set():
+            table_id = f"{options.table_prefix}-{next(self._numbers)}"
+            given_up = await self._table(table_id)
+            if options.duration is None:
+                return
+            if given_up:
+                await asyncio.sleep(ERROR_PAUSE)
+
+    async def _table(self, table_id: str) -> bool:
+        """Play one table to its end; return whether it was given up."""
+        play = TablePlay(table_id, self.options.seed, self.options.bad_share)
+        link = self.driver.table(table_id, play)
+        self.active += 1
+        try:
+            await link.open(self.stats)
+            self.stats.table_started()
+            if self.options.players == "bots":
+                deadline = time.perf_counter() + self.options.timeout
+                deals = await link.watch(deadline, self.stats)
+                self.stats.table_finished(deals)
+            elif await play_scripted(link, self.context):
+                self.stats.table_finished(play.deals_finished)
+            return False
+        except TableGivenUp as given_up:
+            self.stats.error(given_up.code)
+            self.log.warning(
+                "table_given_up", table=table_id, code=given_up.code, error=str(given_up)
+            )
+            return True
+        finally:
+            self.active -= 1
+            await link.close()
+
+    async def _monitor(self) -> None:
+        interval = self.options.interval
+        next_cut = self._started + interval
+        while True:
+            await asyncio.sleep(max(0.0, next_cut - time.perf_counter()))
+            next_cut += interval
+            self._row(self.stats.cut())
+
+    def _row(self, interval: Interval) -> None:
+        elapsed = time.perf_counter() - self._started
+        previous = self.outcome.series[-1]["t"] if self.outcome.series else 0.0
+        span = max(elapsed - previous, 1e-9)
+
+        def ms(values: list[float], q: float) -> float | None:
+            value = percentile(values, q)
+            return None if value is None else round(value * 1000, 3)
+
+        row = {
+            "t": round(elapsed, 3),
+            "sent": interval.sent,
+            "results": interval.results,
+            "commands_per_s": round(interval.results / span, 1),
+            "sent_per_s": round(interval.sent / span, 1),
+            "rejected": interval.rejected,
+            "errors": interval.errors,
+            "result_p50_ms": ms(interval.latencies["result"], 0.5),
+            "result_p99_ms": ms(interval.latencies["result"], 0.99),
+            "view_p50_ms": ms(interval.latencies["view"], 0.5),
+            "view_p99_ms": ms(interval.latencies["view"], 0.99),
+            "tables_active": self.active,
+            "tables_started": interval.tables_started,
+            "tables_finished": interval.tables_finished,
+            "moves_seen": interval.moves_seen,
+            "moves_per_s": round(interval.moves_seen / span, 1),
+        }
+        self.outcome.series.append(row)
+        self.on_interval(row, self.stats)
