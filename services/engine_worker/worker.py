@@ -12,7 +12,7 @@ from typing import Any
 import redis.asyncio
 import redis.exceptions
 from faststream import FastStream
-from faststream.redis import RedisBroker, RedisClusterBroker
+from faststream.redis import RedisBroker
 from faststream.redis.message import FAKE_CONSUMER, RedisBatchStreamMessage
 
 from services.collector import collect_at_rest
@@ -27,7 +27,7 @@ from services.hint_channels import results_channel, views_channel
 from services.log import get_logger
 from services.settings import Settings
 from services.shard_leases import ShardLeases
-from services.store.client import broker_options, connect, is_cluster
+from services.store.client import connect, make_broker
 from services.store.redis_store import RedisEventStore
 from services.table import Table
 from services.table_service import Outcome, TableService
@@ -89,14 +89,12 @@ class EngineWorker:
         self.command_log = get_logger("engine_worker.commands", worker=self.worker_id)
         faststream_log = get_logger("faststream", worker=self.worker_id)
         graceful = max(2 * settings.lease_ms / 1000, 5.0)  # a stop waits this for a batch
-        broker_class = RedisClusterBroker if is_cluster(settings.redis_url) else RedisBroker
-        self.broker = broker_class(
+        self.broker: RedisBroker = make_broker(  # packed in C, no call timeouts (as self.client)
             settings.redis_url,
             graceful_timeout=graceful,
             logger=faststream_log,
             log_level=logging.DEBUG,
             apply_types=False,  # no injection: FastDepends ran each batch through a thread
-            **broker_options(settings.redis_url),  # as self.client: packed in C, no call timeouts
         )
         self.app = FastStream(self.broker, logger=faststream_log)
         self.acks = AcksInFlight(self.log)

@@ -26,7 +26,8 @@ wait.
 (``INFO cluster``, :func:`is_cluster`) and then returns redis-py's ``RedisCluster``, which finds
 every master from that one node, routes each command (and each script, by its keys) to the
 master of its slot, and splits pipelines by node. Its connections are packed in C too.
-``docs/deploy.md`` ("Redis Cluster") says what else a cluster changes.
+``docs/deploy.md`` ("Redis Cluster") says what else a cluster changes. A ``redis+sentinel://``
+URL gives the primary that Redis Sentinel names (:mod:`services.store.sentinel`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import AbstractConnection, Connection, parse_url
 from redis.commands.core import AsyncScript
 
+from services.store.sentinel import SCHEME as SENTINEL
+from services.store.sentinel import parse_sentinel_url
+
 __all__ = [
     "KEEPALIVE",
     "Client",
@@ -50,6 +54,7 @@ __all__ = [
     "connect",
     "is_cluster",
     "load_missing",
+    "make_broker",
     "packing_in_c",
     "without_call_timeouts",
 ]
@@ -125,6 +130,21 @@ def broker_options(url: str) -> dict[str, Any]:
     return {**without_call_timeouts(url), "connection_class": packing_in_c(base)}
 
 
+def make_broker(url: str, **kwargs: Any) -> Any:
+    """FastStream's broker for a stream consumer on ``url``, without call timeouts: a
+    ``RedisBroker`` packed in C (:func:`broker_options`), a ``RedisClusterBroker`` when ``url``
+    is a cluster node, a ``RedisSentinelBroker`` for a ``redis+sentinel://`` URL."""
+    from faststream.redis import RedisBroker, RedisClusterBroker, RedisSentinelBroker
+
+    sentinel = parse_sentinel_url(url)
+    if sentinel is not None:  # the primary's address comes from the Sentinels
+        options = {**without_call_timeouts(url), **sentinel.broker_options(), **kwargs}
+        return RedisSentinelBroker("redis://localhost", **options)
+    if is_cluster(url):
+        return RedisClusterBroker(url, **{**without_call_timeouts(url), **kwargs})
+    return RedisBroker(url, **{**broker_options(url), **kwargs})
+
+
 _CLUSTER_MODE: dict[str, bool] = {}
 
 
@@ -136,7 +156,7 @@ def is_cluster(url: str) -> bool:
     known = _CLUSTER_MODE.get(url)
     if known is not None:
         return known
-    if urlsplit(url).scheme == "unix":  # a cluster node is reached over TCP only
+    if urlsplit(url).scheme in ("unix", SENTINEL):  # not a cluster node's address
         _CLUSTER_MODE[url] = False
         return False
     probe = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
@@ -161,9 +181,13 @@ def connect(
     options.setdefault("decode_responses", False)
     if not call_timeouts:
         options = {**without_call_timeouts(url), **options}
-    if is_cluster(url) if cluster is None else cluster:
+    sentinel = parse_sentinel_url(url)
+    if sentinel is not None:
+        client = sentinel.client(**options)
+    elif is_cluster(url) if cluster is None else cluster:
         return _cluster_client(url, options)
-    client = redis.asyncio.Redis.from_url(url, **options)
+    else:
+        client = redis.asyncio.Redis.from_url(url, **options)
     pool = client.connection_pool
     pool.connection_class = packing_in_c(pool.connection_class)
     return client
