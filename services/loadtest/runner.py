@@ -21,7 +21,8 @@ from services.loadtest.links import Context, TableGivenUp, TableLink, play_scrip
 from services.loadtest.options import Options
 from services.loadtest.pacing import Pacer
 from services.loadtest.play import TablePlay
-from services.loadtest.stats import Interval, Stats, percentile
+from services.loadtest.selfwatch import SelfWatch
+from services.loadtest.stats import Interval, Stats, percentile, summary_ms
 
 ERROR_PAUSE = 1.0
 """Seconds a slot waits after a table was given up before it starts the next one."""
@@ -45,6 +46,7 @@ class Outcome:
     series: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
     timed_out: bool = False
+    generator: dict[str, Any] = field(default_factory=dict)
 
 
 OnInterval = Callable[[dict[str, Any], Stats], None]
@@ -71,6 +73,7 @@ class Run:
         self.stats = Stats()
         self.context = Context(self.stats, Pacer(options.rate), options.result_timeout)
         self.outcome = Outcome(self.stats)
+        self.selfwatch = SelfWatch()
         self.log: Any = service_log.get_logger("loadtest")
         self.active = 0
         self._numbers = iter(range(1, 1 << 62))
@@ -87,6 +90,7 @@ class Run:
             await self.driver.close()
             raise
         self._started = time.perf_counter()
+        self.selfwatch.start()
         monitor = asyncio.create_task(self._monitor())
         slots = [asyncio.create_task(self._slot(i)) for i in range(self.options.tables)]
         try:
@@ -100,6 +104,13 @@ class Run:
                 await monitor
             self.outcome.seconds = time.perf_counter() - self._started
             self._row(self.stats.cut())  # the last, partial interval
+            await self.selfwatch.stop()
+            cpu = self.selfwatch.cpu_seconds()
+            self.outcome.generator = {
+                "cpu_seconds": round(cpu, 3),
+                "cpu_share": round(cpu / max(self.outcome.seconds, 1e-9), 3),
+                "loop_lag_ms": summary_ms(self.selfwatch.lags),
+            }
             await self.driver.close()
         return self.outcome
 
@@ -168,6 +179,7 @@ class Run:
         elapsed = time.perf_counter() - self._started
         previous = self.outcome.series[-1]["t"] if self.outcome.series else 0.0
         span = max(elapsed - previous, 1e-9)
+        lags, cpu = self.selfwatch.cut()
 
         def ms(values: list[float], q: float) -> float | None:
             value = percentile(values, q)
@@ -190,6 +202,8 @@ class Run:
             "tables_finished": interval.tables_finished,
             "moves_seen": interval.moves_seen,
             "moves_per_s": round(interval.moves_seen / span, 1),
+            "generator_cpu_share": round(cpu / span, 3),
+            "generator_lag_max_ms": round(max(lags) * 1000, 3) if lags else None,
         }
         self.outcome.series.append(row)
         self.on_interval(row, self.stats)

@@ -161,6 +161,8 @@ def test_scripted_tables_by_deals_finish_with_a_result_for_every_command(
     assert report["commands_per_s"] > 0
     check_latencies(report)
     check_series(report)
+    generator = report["generator"]
+    assert generator["cpu_seconds"] > 0 and generator["loop_lag_ms"]["count"] > 0
     assert plot.read_bytes().startswith(PNG_SIGNATURE)
     assert "commands/s over" in output  # the summary at the end
 
