@@ -1,7 +1,8 @@
 """The ``conquian loadtest`` subcommand: parse, run on one asyncio loop, report, plot.
 
 Exit status: 0 when the run ended with no error (rejections are answers, not errors) and, run
-by deals, every table's match is over; 1 otherwise; 2 for bad arguments.
+by deals and not stopped by Ctrl-C, every table's match is over; 1 otherwise; 2 for bad
+arguments.
 """
 
 from __future__ import annotations
@@ -78,8 +79,10 @@ def run(args: argparse.Namespace) -> int:
         draw(report, options.plot)
     if options.display != "none":
         sys.stdout.write(run_report.summary(report))
-    unfinished = options.duration is None and (
-        report["tables"]["finished"] < options.tables or outcome.timed_out
+    unfinished = (
+        options.duration is None
+        and not outcome.interrupted
+        and (report["tables"]["finished"] < options.tables or outcome.timed_out)
     )
     return 1 if report["errors"] or unfinished else 0
 

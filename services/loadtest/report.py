@@ -7,8 +7,9 @@ Top-level keys: ``tool``, ``started_at`` (UTC, ISO 8601), ``seconds`` (the run's
 rejected, refused_on_purpose), ``latency_ms`` (``result`` and ``view``: count, p50, p95, p99,
 max, mean), ``setup_latency_ms`` (``create`` and ``join``), ``rejections`` and ``errors`` (by
 code), ``tables`` (started, finished, deals_finished), ``moves_seen`` (bot tables),
-``timed_out``, ``generator`` (the tool's own CPU seconds and share, and its event loop's lag:
-``services.loadtest.selfwatch``), and ``series`` (one row per ``--interval``).
+``timed_out``, ``interrupted`` (by Ctrl-C), ``generator`` (the tool's own CPU seconds and
+share, and its event loop's lag: ``services.loadtest.selfwatch``), and ``series`` (one row per
+``--interval``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ def build(options: Options, outcome: Outcome, started_at: datetime) -> dict[str,
         "moves_per_s": round(totals["moves_seen"] / seconds, 1),
         **totals,
         "timed_out": outcome.timed_out,
+        "interrupted": outcome.interrupted,
         "generator": outcome.generator,
         "machine": {"cpus": os.cpu_count(), "load_average": list(os.getloadavg())},
         "series": outcome.series,

@@ -4,13 +4,15 @@
 slot plays one match and stops, and the run ends when every slot has (or at ``--timeout``).
 With it, a slot starts a new table when its table's match is over (or was given up), until the
 duration ends; then no command is sent any more, and the commands in flight get ``--grace``
-seconds for their results.  ``--ramp`` spreads the first tables' starts evenly.
+seconds for their results.  Ctrl-C (SIGINT) ends a run of either kind the same way, and the
+report is written as for any other end.  ``--ramp`` spreads the first tables' starts evenly.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,6 +48,7 @@ class Outcome:
     series: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
     timed_out: bool = False
+    interrupted: bool = False
     generator: dict[str, Any] = field(default_factory=dict)
 
 
@@ -76,6 +79,8 @@ class Run:
         self.selfwatch = SelfWatch()
         self.log: Any = service_log.get_logger("loadtest")
         self.active = 0
+        self.interrupt = asyncio.Event()
+        """Set (by Ctrl-C) to end the run as its duration would: no new command, then grace."""
         self._numbers = iter(range(1, 1 << 62))
         self._started = 0.0
 
@@ -93,9 +98,14 @@ class Run:
         self.selfwatch.start()
         monitor = asyncio.create_task(self._monitor())
         slots = [asyncio.create_task(self._slot(i)) for i in range(self.options.tables)]
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
+            loop.add_signal_handler(signal.SIGINT, self.interrupt.set)
         try:
             await self._until_done(slots)
         finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(signal.SIGINT)
             for task in slots:
                 task.cancel()
             await asyncio.gather(*slots, return_exceptions=True)
@@ -119,14 +129,22 @@ class Run:
         limit = options.timeout
         if options.duration is not None:
             limit = min(limit, options.duration)
-        _, pending = await asyncio.wait(slots, timeout=limit)
+        interrupted = asyncio.create_task(self.interrupt.wait())
+        ends: set[asyncio.Future[Any]] = {asyncio.gather(*slots, return_exceptions=True)}
+        ends.add(interrupted)
+        await asyncio.wait(ends, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
+        interrupted.cancel()
+        pending = [slot for slot in slots if not slot.done()]
         if not pending:
             return
         self.context.stop.set()  # no new command from here on
-        if options.duration is None:
+        self.outcome.interrupted = self.interrupt.is_set()
+        if options.duration is None and not self.outcome.interrupted:
             self.outcome.timed_out = True
             self.log.warning("loadtest_timeout", unfinished=len(pending))
             return
+        if self.outcome.interrupted:
+            self.log.warning("loadtest_interrupted", unfinished=len(pending))
         await asyncio.wait(pending, timeout=options.grace)  # then cancelled: see ``unanswered``
 
     async def _slot(self, index: int) -> None:

@@ -210,6 +210,42 @@ def test_a_paced_run_for_a_duration_keeps_to_its_rate(service: Service, tmp_path
     check_series(report)
 
 
+def test_ctrl_c_ends_the_run_with_its_report(service: Service, tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    argv = [
+        sys.executable,
+        "-m",
+        "services.cli",
+        "loadtest",
+        "--url",
+        service.url,
+        "--tables",
+        "3",
+        "--duration",
+        "120",
+        "--report",
+        str(report),
+    ]
+    run = subprocess.Popen(
+        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert run.stdout is not None
+        first = run.stdout.readline()  # the first interval's line: tables are playing
+        assert "cmd/s" in first
+        run.send_signal(signal.SIGINT)
+        output, errors = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 0, output + errors
+    data = json.loads(report.read_text())
+    assert data["interrupted"] is True and data["seconds"] < 60
+    assert data["commands"]["sent"] > 0
+    assert data["commands"]["results"] == data["commands"]["sent"] - data["commands"]["unanswered"]
+
+
 @pytest.mark.parametrize("via", ["gateway", "streams"])
 def test_bot_tables_are_created_and_watched_to_their_end(
     service: Service, tmp_path: Path, via: str
