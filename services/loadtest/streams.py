@@ -48,7 +48,7 @@ class StreamsDriver:
         self.options = options
         self.keys = KeySpace(ns=options.namespace, shards=options.shards)
         # a connection for each shard feed's blocking read and each pipeline out, whatever the
-        # pool's default (redis-py 8 refuses a 101st connection rather than waiting for one)
+        # pool's default (redis-py 8's pool holds 100 and raises MaxConnectionsError past them)
         self.client = connect(
             options.redis_url,
             call_timeouts=False,  # each table keeps its own deadlines
