@@ -113,13 +113,15 @@ class StreamsTable:
     async def _read(self, command_id: str | None) -> tuple[bytes | None, float]:
         """Read the command's record (if any) and the views; feed the views to ``play``."""
         batcher = self.driver.batcher
-        record = None if command_id is None else batcher.call("hget", self.cmdids, command_id)
-        views = batcher.call("mget", self.view_keys)
-        try:
-            raw = None if record is None else await record
-            parts = await views
-        except Exception as error:
-            raise TableGivenUp("redis/error", repr(error)) from None
+        calls = [batcher.call("mget", self.view_keys)]
+        if command_id is not None:
+            calls.append(batcher.call("hget", self.cmdids, command_id))
+        replies: list[Any] = await asyncio.gather(*calls, return_exceptions=True)  # all done
+        for reply in replies:
+            if isinstance(reply, BaseException):
+                raise TableGivenUp("redis/error", repr(reply))
+        parts: list[bytes | None] = replies[0]
+        raw: bytes | None = replies[1] if command_id is not None else None
         at = time.perf_counter()
         self._see(parts, at)
         return raw, at
