@@ -59,7 +59,14 @@ def test_the_plot_is_a_png(tmp_path: Path) -> None:
     from services.loadtest.plot import draw
 
     report = {
-        "settings": {"via": "gateway", "tables": 2, "players": "scripted", "rate": None},
+        "settings": {
+            "via": "gateway",
+            "tables": 2,
+            "players": "scripted",
+            "rate": 50.0,
+            "ramp": 1.0,
+            "duration": 4.0,
+        },
         "series": [ROW, {**ROW, "t": 4.0, "view_p99_ms": None}],
     }
     target = tmp_path / "plots" / "run.png"
