@@ -1,7 +1,8 @@
 """The ``conquian loadtest`` subcommand: parse, run on one asyncio loop, report, plot.
 
 Exit status: 0 when the run ended with no error (rejections are answers, not errors) and, run
-by deals, every table's match is over; 1 otherwise; 2 for bad arguments.
+by deals and not stopped by Ctrl-C, every table's match is over; 1 otherwise; 2 for bad
+arguments.
 """
 
 from __future__ import annotations
@@ -27,17 +28,30 @@ def add_parser(subparsers: Subparsers, name: str) -> argparse.ArgumentParser:
     return parser
 
 
-def raise_open_files() -> int:
-    """Raise this process's open-file limit to its hard limit (two sockets a table); return it."""
+def raise_open_files(needed: int) -> int:
+    """Raise this process's open-file limit to ``needed`` if it is lower; return the limit.
+
+    Past the hard limit only a privileged process may go (root, as on the load machines);
+    otherwise the soft limit is raised to the hard one.
+    """
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY or soft < hard:
-        wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    if soft >= needed:
+        return soft
+    for limits in ((needed, max(needed, hard)), (hard, hard)):
         try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
-            soft = wanted
+            resource.setrlimit(resource.RLIMIT_NOFILE, limits)
         except (ValueError, OSError):
-            pass
+            continue
+        return limits[0]
     return soft
+
+
+def files_needed(options: run_options.Options) -> int:
+    """Return the open files a run needs: two sockets a table through the gateway, and the
+    pooled connections, with room for the rest."""
+    if options.via == "gateway":
+        return 2 * options.tables + options.http_connections + 256
+    return options.shards + 256
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,7 +70,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     options = run_options.from_args(args)
     configure("WARNING")
-    raise_open_files()
+    needed = files_needed(options)
+    limit = raise_open_files(needed)
+    if limit < needed:
+        sys.stderr.write(
+            f"conquian loadtest: {options.tables} tables need about {needed} open files and the "
+            f"limit is {limit}: raise it (ulimit -n) or some tables will fail to connect\n"
+        )
     started_at = datetime.now(UTC)
     title = f"conquian loadtest via {options.via} ({options.tables} {options.players} tables)"
     with Display(options.display, title) as display:
@@ -78,8 +98,10 @@ def run(args: argparse.Namespace) -> int:
         draw(report, options.plot)
     if options.display != "none":
         sys.stdout.write(run_report.summary(report))
-    unfinished = options.duration is None and (
-        report["tables"]["finished"] < options.tables or outcome.timed_out
+    unfinished = (
+        options.duration is None
+        and not outcome.interrupted
+        and (report["tables"]["finished"] < options.tables or outcome.timed_out)
     )
     return 1 if report["errors"] or unfinished else 0
 

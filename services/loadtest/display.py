@@ -1,8 +1,9 @@
 """The live progress of a run: a rich table on a terminal, plain lines elsewhere.
 
 Each interval shows commands/s (results received in the interval), p50 and p99 of the
-interval's latencies to the result and to the view, rejections, errors and tables; the rich
-display also keeps the run's totals.
+interval's latencies to the result and to the view, rejections, errors, tables, and the tool's
+own CPU share and longest event-loop lag (``selfwatch``); the rich display also keeps the
+run's totals.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ def line(row: Mapping[str, Any]) -> str:
         f" view p50 {_ms(row['view_p50_ms'])} p99 {_ms(row['view_p99_ms'])} ms"
         f" rejected {row['rejected']} errors {row['errors']}"
         f" tables {row['tables_active']} active {row['tables_finished']} finished"
+        f" | tool cpu {row.get('generator_cpu_share', '-')} lag"
+        f" {_ms(row.get('generator_lag_max_ms'))} ms"
     )
 
 
@@ -73,43 +76,38 @@ class Display:
     def _table(self, totals: Mapping[str, Any]) -> Any:
         from rich.table import Table
 
-        table = Table(title=self.title, caption=_caption(totals))
-        for name in (
-            "t s",
-            "cmd/s",
-            "moves/s",
-            "result p50",
-            "p99",
-            "view p50",
-            "p99",
-            "rej",
-            "err",
-        ):
-            table.add_column(name, justify="right")
-        table.add_column("tables", justify="right")
+        table = Table(title=self.title, caption=_caption(totals), padding=(0, 1))
+        columns = ("t s", "cmd/s", "moves/s", "result", "view", "rej", "err", "tables", "tool")
+        for name in columns:
+            table.add_column(name, justify="right", no_wrap=True)
         for row in self.rows:
             table.add_row(
                 f"{row['t']:.1f}",
                 f"{row['commands_per_s']:.1f}",
                 f"{row['moves_per_s']:.1f}",
-                _ms(row["result_p50_ms"]),
-                _ms(row["result_p99_ms"]),
-                _ms(row["view_p50_ms"]),
-                _ms(row["view_p99_ms"]),
+                f"{_ms(row['result_p50_ms'])}/{_ms(row['result_p99_ms'])}",
+                f"{_ms(row['view_p50_ms'])}/{_ms(row['view_p99_ms'])}",
                 str(row["rejected"]),
                 str(row["errors"]),
-                str(row["tables_active"]),
-                str(row["tables_finished"]),
+                f"{row['tables_active']}/{row['tables_finished']}",
+                f"{row.get('generator_cpu_share', '-')}/{_ms(row.get('generator_lag_max_ms'))}",
             )
         return table
 
 
+LEGEND = (
+    "result, view: p50/p99 ms of the interval; tables: active/done; "
+    "tool: its CPU share/event loop lag ms"
+)
+
+
 def _caption(totals: Mapping[str, Any]) -> str:
     if not totals:
-        return "starting…"
+        return LEGEND
     commands = totals["commands"]
     tables = totals["tables"]
     return (
+        f"{LEGEND}\n"
         f"commands {commands['sent']} sent, {commands['results']} answered, "
         f"{commands['rejected']} rejected; errors {sum(totals['errors'].values())}; "
         f"tables {tables['started']} started, {tables['finished']} finished"

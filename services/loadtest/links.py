@@ -1,5 +1,5 @@
 """What a driver does for one table, whatever carries it: the ``TableLink`` protocol, and the
-loops that play a scripted table and watch a bot table through one.
+loop that plays a scripted table through one.
 
 A table has at most one command in flight: the tool sends a move, waits for its result, then
 for a view of the sending seat built to at least the result's version, and only then looks for
@@ -73,8 +73,6 @@ def _code(result: Mapping[str, Any]) -> str | None:
     """Return a result's rejection code, None for an accepted command."""
     if result.get("ok") is True:
         return None
-    if result.get("ok") is None or result.get("pending"):
-        return "result/pending"
     code = result.get("code")
     return code if isinstance(code, str) else "result/unknown"
 
@@ -110,10 +108,10 @@ async def _one(link: TableLink, context: Context, move: Move, command_id: str) -
     started = await link.send(move.seat, command)
     deadline = started + context.result_timeout
     result, arrived = await link.result(command_id, deadline)
+    if result.get("ok") is None or result.get("pending"):  # no result: the gateway stopped waiting
+        raise TableGivenUp("result/pending", f"{command_id} was still queued")
     code = _code(result)
     stats.result(arrived - started, code)
-    if code == "result/pending":
-        raise TableGivenUp("result/pending", f"{command_id} was still queued")
     if code is not None:
         if not move.bad:
             raise TableGivenUp("result/unexpected_rejection", f"{command_id}: {code}")

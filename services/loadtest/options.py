@@ -173,7 +173,8 @@ def add_parser(subparsers: Subparsers, name: str) -> argparse.ArgumentParser:
         "--rate",
         type=_positive(float),
         default=None,
-        help="commands per second over all tables (default: flat out)",
+        help="moves per second over all tables (default: flat out); creates and joins are "
+        "not paced, spread them with --ramp",
     )
     how.add_argument(
         "--ramp",

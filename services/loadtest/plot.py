@@ -2,7 +2,8 @@
 
 Two panels sharing the time axis: commands/s (results received per interval; sent as a thin
 line; bot tables' moves seen, when there are any), and p50 and p99 of each interval's latency
-to the result and to the view, in ms.  matplotlib draws with its Agg backend: no display is needed.
+to the result and to the view, in ms; dotted lines mark the end of ``--ramp`` and of
+``--duration``.  matplotlib draws with its Agg backend: no display is needed.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def draw(report: dict[str, Any], path: str) -> None:
         if any(row["moves_seen"] for row in series):
             top.plot(t, [row["moves_per_s"] for row in series], color="C2", label="bot moves/s")
         top.set_ylabel("per second")
-        top.legend(loc="upper right")
+        top.legend(loc="best")
         top.grid(alpha=0.3)
         for key, label, color in (("result", "to result", "C0"), ("view", "to view", "C1")):
             for q, style in (("p50", "-"), ("p99", ":")):
@@ -48,7 +49,20 @@ def draw(report: dict[str, Any], path: str) -> None:
         bottom.set_xlabel("seconds since the start")
         bottom.grid(alpha=0.3)
         if bottom.lines:
-            bottom.legend(loc="upper right")
+            bottom.legend(loc="best")
+        for at, label in ((settings.get("ramp"), "ramp done"), (settings.get("duration"), "end")):
+            if at:  # where the tables were all started, where sending stopped
+                for axes in (top, bottom):
+                    axes.axvline(float(at), color="grey", lw=0.8, ls=":")
+                top.annotate(
+                    label,
+                    (float(at), 1.0),
+                    xycoords=("data", "axes fraction"),
+                    ha="right",
+                    va="top",
+                    fontsize=8,
+                    color="grey",
+                )
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         figure.savefig(target, format="png", dpi=100)

@@ -7,7 +7,9 @@ Top-level keys: ``tool``, ``started_at`` (UTC, ISO 8601), ``seconds`` (the run's
 rejected, refused_on_purpose), ``latency_ms`` (``result`` and ``view``: count, p50, p95, p99,
 max, mean), ``setup_latency_ms`` (``create`` and ``join``), ``rejections`` and ``errors`` (by
 code), ``tables`` (started, finished, deals_finished), ``moves_seen`` (bot tables),
-``timed_out``, and ``series`` (one row per ``--interval``).
+``timed_out``, ``interrupted`` (by Ctrl-C), ``generator`` (the tool's own CPU seconds and
+share, and its event loop's lag: ``services.loadtest.selfwatch``), and ``series`` (one row per
+``--interval``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ def build(options: Options, outcome: Outcome, started_at: datetime) -> dict[str,
         "moves_per_s": round(totals["moves_seen"] / seconds, 1),
         **totals,
         "timed_out": outcome.timed_out,
+        "interrupted": outcome.interrupted,
+        "generator": outcome.generator,
         "machine": {"cpus": os.cpu_count(), "load_average": list(os.getloadavg())},
         "series": outcome.series,
     }
@@ -69,4 +73,9 @@ def summary(report: dict[str, Any]) -> str:
         lines.append(f"rejections: {report['rejections']}")
     if report["errors"]:
         lines.append(f"errors: {report['errors']}")
+    generator = report["generator"]
+    lines.append(
+        f"the tool itself: {generator['cpu_share']} of a core, its event loop late by p99 "
+        f"{generator['loop_lag_ms']['p99']} max {generator['loop_lag_ms']['max']} ms"
+    )
     return "\n".join(lines) + "\n"

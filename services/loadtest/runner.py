@@ -4,13 +4,15 @@
 slot plays one match and stops, and the run ends when every slot has (or at ``--timeout``).
 With it, a slot starts a new table when its table's match is over (or was given up), until the
 duration ends; then no command is sent any more, and the commands in flight get ``--grace``
-seconds for their results.  ``--ramp`` spreads the first tables' starts evenly.
+seconds for their results.  Ctrl-C (SIGINT) ends a run of either kind the same way, and the
+report is written as for any other end.  ``--ramp`` spreads the first tables' starts evenly.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,7 +23,8 @@ from services.loadtest.links import Context, TableGivenUp, TableLink, play_scrip
 from services.loadtest.options import Options
 from services.loadtest.pacing import Pacer
 from services.loadtest.play import TablePlay
-from services.loadtest.stats import Interval, Stats, percentile
+from services.loadtest.selfwatch import SelfWatch
+from services.loadtest.stats import Interval, Stats, percentile, summary_ms
 
 ERROR_PAUSE = 1.0
 """Seconds a slot waits after a table was given up before it starts the next one."""
@@ -45,6 +48,8 @@ class Outcome:
     series: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
     timed_out: bool = False
+    interrupted: bool = False
+    generator: dict[str, Any] = field(default_factory=dict)
 
 
 OnInterval = Callable[[dict[str, Any], Stats], None]
@@ -71,8 +76,11 @@ class Run:
         self.stats = Stats()
         self.context = Context(self.stats, Pacer(options.rate), options.result_timeout)
         self.outcome = Outcome(self.stats)
+        self.selfwatch = SelfWatch()
         self.log: Any = service_log.get_logger("loadtest")
         self.active = 0
+        self.interrupt = asyncio.Event()
+        """Set (by Ctrl-C) to end the run as its duration would: no new command, then grace."""
         self._numbers = iter(range(1, 1 << 62))
         self._started = 0.0
 
@@ -87,11 +95,17 @@ class Run:
             await self.driver.close()
             raise
         self._started = time.perf_counter()
+        self.selfwatch.start()
         monitor = asyncio.create_task(self._monitor())
         slots = [asyncio.create_task(self._slot(i)) for i in range(self.options.tables)]
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
+            loop.add_signal_handler(signal.SIGINT, self.interrupt.set)
         try:
             await self._until_done(slots)
         finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(signal.SIGINT)
             for task in slots:
                 task.cancel()
             await asyncio.gather(*slots, return_exceptions=True)
@@ -100,6 +114,13 @@ class Run:
                 await monitor
             self.outcome.seconds = time.perf_counter() - self._started
             self._row(self.stats.cut())  # the last, partial interval
+            await self.selfwatch.stop()
+            cpu = self.selfwatch.cpu_seconds()
+            self.outcome.generator = {
+                "cpu_seconds": round(cpu, 3),
+                "cpu_share": round(cpu / max(self.outcome.seconds, 1e-9), 3),
+                "loop_lag_ms": summary_ms(self.selfwatch.lags),
+            }
             await self.driver.close()
         return self.outcome
 
@@ -108,14 +129,22 @@ class Run:
         limit = options.timeout
         if options.duration is not None:
             limit = min(limit, options.duration)
-        _, pending = await asyncio.wait(slots, timeout=limit)
+        interrupted = asyncio.create_task(self.interrupt.wait())
+        ends: set[asyncio.Future[Any]] = {asyncio.gather(*slots, return_exceptions=True)}
+        ends.add(interrupted)
+        await asyncio.wait(ends, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
+        interrupted.cancel()
+        pending = [slot for slot in slots if not slot.done()]
         if not pending:
             return
         self.context.stop.set()  # no new command from here on
-        if options.duration is None:
+        self.outcome.interrupted = self.interrupt.is_set()
+        if options.duration is None and not self.outcome.interrupted:
             self.outcome.timed_out = True
             self.log.warning("loadtest_timeout", unfinished=len(pending))
             return
+        if self.outcome.interrupted:
+            self.log.warning("loadtest_interrupted", unfinished=len(pending))
         await asyncio.wait(pending, timeout=options.grace)  # then cancelled: see ``unanswered``
 
     async def _slot(self, index: int) -> None:
@@ -168,6 +197,7 @@ class Run:
         elapsed = time.perf_counter() - self._started
         previous = self.outcome.series[-1]["t"] if self.outcome.series else 0.0
         span = max(elapsed - previous, 1e-9)
+        lags, cpu = self.selfwatch.cut()
 
         def ms(values: list[float], q: float) -> float | None:
             value = percentile(values, q)
@@ -190,6 +220,8 @@ class Run:
             "tables_finished": interval.tables_finished,
             "moves_seen": interval.moves_seen,
             "moves_per_s": round(interval.moves_seen / span, 1),
+            "generator_cpu_share": round(cpu / span, 3),
+            "generator_lag_max_ms": round(max(lags) * 1000, 3) if lags else None,
         }
         self.outcome.series.append(row)
         self.on_interval(row, self.stats)

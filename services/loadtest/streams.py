@@ -48,7 +48,7 @@ class StreamsDriver:
         self.options = options
         self.keys = KeySpace(ns=options.namespace, shards=options.shards)
         # a connection for each shard feed's blocking read and each pipeline out, whatever the
-        # pool's default (redis-py 8 refuses a 101st connection rather than waiting for one)
+        # pool's default (redis-py 8's pool holds 100 and raises MaxConnectionsError past them)
         self.client = connect(
             options.redis_url,
             call_timeouts=False,  # each table keeps its own deadlines
@@ -113,13 +113,15 @@ class StreamsTable:
     async def _read(self, command_id: str | None) -> tuple[bytes | None, float]:
         """Read the command's record (if any) and the views; feed the views to ``play``."""
         batcher = self.driver.batcher
-        record = None if command_id is None else batcher.call("hget", self.cmdids, command_id)
-        views = batcher.call("mget", self.view_keys)
-        try:
-            raw = None if record is None else await record
-            parts = await views
-        except Exception as error:
-            raise TableGivenUp("redis/error", repr(error)) from None
+        calls = [batcher.call("mget", self.view_keys)]
+        if command_id is not None:
+            calls.append(batcher.call("hget", self.cmdids, command_id))
+        replies: list[Any] = await asyncio.gather(*calls, return_exceptions=True)  # all done
+        for reply in replies:
+            if isinstance(reply, BaseException):
+                raise TableGivenUp("redis/error", repr(reply))
+        parts: list[bytes | None] = replies[0]
+        raw: bytes | None = replies[1] if command_id is not None else None
         at = time.perf_counter()
         self._see(parts, at)
         return raw, at

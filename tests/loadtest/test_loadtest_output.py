@@ -24,6 +24,8 @@ ROW = {
     "tables_finished": 1,
     "moves_seen": 0,
     "moves_per_s": 0.0,
+    "generator_cpu_share": 0.12,
+    "generator_lag_max_ms": 2.5,
 }
 
 
@@ -31,6 +33,7 @@ def test_a_plain_line_names_rate_latencies_and_counts() -> None:
     text = line(ROW)
     assert "120.5 cmd/s" in text and "result p50 4.2 p99 9.5 ms" in text
     assert "rejected 2 errors 0" in text and "bot moves" not in text
+    assert text.endswith("tool cpu 0.12 lag 2.5 ms")
     assert "bot moves 7.0/s" in line({**ROW, "moves_seen": 7, "moves_per_s": 7.0})
 
 
@@ -49,14 +52,21 @@ def test_the_rich_display_renders_the_rows(tmp_path: Path) -> None:
         display.show(ROW, Stats().counts())
     out.seek(0)
     text = out.read()
-    assert "the title" in text and "120.5" in text
+    assert "the title" in text and "120.5" in text and "4.2/9.5" in text
 
 
 def test_the_plot_is_a_png(tmp_path: Path) -> None:
     from services.loadtest.plot import draw
 
     report = {
-        "settings": {"via": "gateway", "tables": 2, "players": "scripted", "rate": None},
+        "settings": {
+            "via": "gateway",
+            "tables": 2,
+            "players": "scripted",
+            "rate": 50.0,
+            "ramp": 1.0,
+            "duration": 4.0,
+        },
         "series": [ROW, {**ROW, "t": 4.0, "view_p99_ms": None}],
     }
     target = tmp_path / "plots" / "run.png"

@@ -161,6 +161,8 @@ def test_scripted_tables_by_deals_finish_with_a_result_for_every_command(
     assert report["commands_per_s"] > 0
     check_latencies(report)
     check_series(report)
+    generator = report["generator"]
+    assert generator["cpu_seconds"] > 0 and generator["loop_lag_ms"]["count"] > 0
     assert plot.read_bytes().startswith(PNG_SIGNATURE)
     assert "commands/s over" in output  # the summary at the end
 
@@ -206,6 +208,42 @@ def test_a_paced_run_for_a_duration_keeps_to_its_rate(service: Service, tmp_path
     assert report["tables"]["started"] >= 4
     assert len(report["series"]) >= 5
     check_series(report)
+
+
+def test_ctrl_c_ends_the_run_with_its_report(service: Service, tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    argv = [
+        sys.executable,
+        "-m",
+        "services.cli",
+        "loadtest",
+        "--url",
+        service.url,
+        "--tables",
+        "3",
+        "--duration",
+        "120",
+        "--report",
+        str(report),
+    ]
+    run = subprocess.Popen(
+        argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert run.stdout is not None
+        first = run.stdout.readline()  # the first interval's line: tables are playing
+        assert "cmd/s" in first
+        run.send_signal(signal.SIGINT)
+        output, errors = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 0, output + errors
+    data = json.loads(report.read_text())
+    assert data["interrupted"] is True and data["seconds"] < 60
+    assert data["commands"]["sent"] > 0
+    assert data["commands"]["results"] == data["commands"]["sent"] - data["commands"]["unanswered"]
 
 
 @pytest.mark.parametrize("via", ["gateway", "streams"])

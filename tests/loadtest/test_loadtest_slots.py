@@ -1,0 +1,69 @@
+"""``--via streams`` sends only calls that Redis Cluster accepts: each on one hash slot.
+
+The engine worker and projector run in this process (``services.gateway.testing.Stack``) on the
+test's namespace; the tool's run goes in the same loop, with every call it queues recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from redis.crc import key_slot
+
+from services.gateway.testing import Stack
+from services.loadtest.batcher import Batcher
+from services.loadtest.options import Options
+from services.loadtest.runner import Run
+from services.loadtest.streams import StreamsDriver
+from services.settings import load_settings
+
+
+def keys_of(name: str, args: tuple[Any, ...]) -> list[Any]:
+    """The keys of a queued call: ``mget`` takes a list, the others one key first."""
+    return list(args[0]) if name == "mget" else [args[0]]
+
+
+async def test_every_call_of_a_streams_run_is_on_one_slot(
+    redis_url: str, redis_ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[tuple[str, list[Any]]] = []
+    queue = Batcher.call
+
+    def recorded(self: Batcher, name: str, *args: Any) -> Any:
+        calls.append((name, keys_of(name, args)))
+        return queue(self, name, *args)
+
+    monkeypatch.setattr(Batcher, "call", recorded)
+    settings = load_settings(
+        redis_url=redis_url, namespace=redis_ns, shards=4, token_secret="s" * 32
+    )
+    options = Options(
+        via="streams",
+        redis_url=redis_url,
+        namespace=redis_ns,
+        shards=4,
+        tables=3,
+        bad_share=0.2,
+        table_prefix="lt-slots",
+        display="none",
+        timeout=60,
+    )
+    async with Stack(settings):
+        driver = StreamsDriver(options)
+        reads: list[list[Any]] = []
+        follow = driver.client.xread
+
+        async def recorded_xread(streams: dict[Any, Any], **kwargs: Any) -> Any:
+            reads.append(list(streams))
+            return await follow(streams, **kwargs)
+
+        monkeypatch.setattr(driver.client, "xread", recorded_xread)
+        outcome = await Run(options, driver, lambda row, stats: None).run()
+    totals = outcome.stats.totals()
+    assert totals["tables"]["finished"] == 3 and totals["errors"] == {}
+    assert {name for name, _ in calls} == {"xadd", "hget", "mget"}
+    assert reads and all(len(keys) == 1 for keys in reads)  # one shard feed a blocking read
+    for name, keys in calls:
+        slots = {key_slot(key.encode() if isinstance(key, str) else key) for key in keys}
+        assert len(slots) == 1, (name, keys)
