@@ -113,15 +113,16 @@ class StreamsTable:
     async def _read(self, command_id: str | None) -> tuple[bytes | None, float]:
         """Read the command's record (if any) and the views; feed the views to ``play``."""
         batcher = self.driver.batcher
-        calls = [batcher.call("mget", self.view_keys)]
+        # a GET a part, not one MGET: a cluster's pipeline refuses MGET, even on one slot
+        calls = [batcher.call("get", key) for key in self.view_keys]
         if command_id is not None:
             calls.append(batcher.call("hget", self.cmdids, command_id))
         replies: list[Any] = await asyncio.gather(*calls, return_exceptions=True)  # all done
         for reply in replies:
             if isinstance(reply, BaseException):
                 raise TableGivenUp("redis/error", repr(reply))
-        parts: list[bytes | None] = replies[0]
-        raw: bytes | None = replies[1] if command_id is not None else None
+        parts: list[bytes | None] = replies[: len(self.view_keys)]
+        raw: bytes | None = replies[-1] if command_id is not None else None
         at = time.perf_counter()
         self._see(parts, at)
         return raw, at

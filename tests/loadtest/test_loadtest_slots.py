@@ -1,14 +1,18 @@
-"""``--via streams`` sends only calls that Redis Cluster accepts: each on one hash slot.
+"""``--via streams`` on a real Redis Cluster: every call on one hash slot, the run whole.
 
-The engine worker and projector run in this process (``services.gateway.testing.Stack``) on the
-test's namespace; the tool's run goes in the same loop, with every call it queues recorded.
+A private three-master cluster (``services.redis_server.cluster``); the engine worker and
+projector run in this process (``services.gateway.testing.Stack``) against it; the tool's run
+goes in the same loop, with every call it queues recorded.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from redis.cluster import PIPELINE_BLOCKED_COMMANDS
 from redis.crc import key_slot
 
 from services.gateway.testing import Stack
@@ -16,7 +20,16 @@ from services.loadtest.batcher import Batcher
 from services.loadtest.options import Options
 from services.loadtest.runner import Run
 from services.loadtest.streams import StreamsDriver
+from services.redis_server.cluster import LocalCluster
 from services.settings import load_settings
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    with LocalCluster(tmp_path / "cluster", masters=3) as running:
+        yield running
 
 
 def keys_of(name: str, args: tuple[Any, ...]) -> list[Any]:
@@ -24,9 +37,10 @@ def keys_of(name: str, args: tuple[Any, ...]) -> list[Any]:
     return list(args[0]) if name == "mget" else [args[0]]
 
 
-async def test_every_call_of_a_streams_run_is_on_one_slot(
-    redis_url: str, redis_ns: str, monkeypatch: pytest.MonkeyPatch
+async def test_a_streams_run_on_a_cluster_finishes_with_every_call_on_one_slot(
+    cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    redis_url, redis_ns = cluster.url, "lts"
     calls: list[tuple[str, list[Any]]] = []
     queue = Batcher.call
 
@@ -62,7 +76,8 @@ async def test_every_call_of_a_streams_run_is_on_one_slot(
         outcome = await Run(options, driver, lambda row, stats: None).run()
     totals = outcome.stats.totals()
     assert totals["tables"]["finished"] == 3 and totals["errors"] == {}
-    assert {name for name, _ in calls} == {"xadd", "hget", "mget"}
+    assert {name for name, _ in calls} == {"xadd", "hget", "get"}
+    assert not {name.upper() for name, _ in calls} & set(PIPELINE_BLOCKED_COMMANDS)
     assert reads and all(len(keys) == 1 for keys in reads)  # one shard feed a blocking read
     for name, keys in calls:
         slots = {key_slot(key.encode() if isinstance(key, str) else key) for key in keys}
