@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from importlib import metadata
 from typing import TypeAlias
 
-from services import audit, project_cli, replay, selfplay, serve
+from services import archive, audit, project_cli, replay, selfplay, serve
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 Registrar = Callable[[Subparsers, str], argparse.ArgumentParser]
@@ -32,6 +32,7 @@ SUBCOMMANDS: list[tuple[str, Registrar]] = [
     ("replay", replay.add_parser),
     ("project", project_cli.add_parser),
     ("serve", serve.add_parser),
+    ("archive", archive.add_parser),
 ]
 
 
