@@ -6,7 +6,8 @@ For each batch of tables (``docs/archive.md`` has the argument in full):
 2. build its archived form (``prepare``), its chain checked against its head;
 3. if the archive already holds a file for it whose chain checks out and whose head is this
    head, keep that file (an earlier run wrote it and died before deleting); otherwise write
-   the file (temporary file, fsync, rename, fsync of the folder);
+   the file (temporary file, fsync, rename, fsync of the folder), the batch's files in
+   threads, so that their fsyncs overlap;
 4. read every file back from the archive and check it again: a fresh one must be exactly what
    was meant to be written, a kept one must chain to the same head;
 5. delete each verified table's keys with one script that first checks its head is still
@@ -19,6 +20,7 @@ table twice or losing one.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -152,7 +154,7 @@ class Archiver:
         tally = ArchiveTally()
         exported = await export_tables(self.store.client, self.store.keys, table_ids)
         pause_point("exported")
-        ready: list[_Ready] = []
+        prepared: list[ArchivedTable] = []
         forget: list[tuple[str, Head]] = []  # no longer in Redis: its index entry goes
         for read in exported:
             if read.head.version == 0:
@@ -160,9 +162,22 @@ class Archiver:
                 forget.append((read.table_id, read.head))
                 continue
             try:
-                ready.append(self._store_copy(prepare(read)))
+                prepared.append(prepare(read))
             except ArchiveError as error:
                 self._refuse(tally, read.table_id, error)
+        # the copies are written in threads: each waits for its fsyncs, not for the others'
+        copies = await asyncio.gather(
+            *(asyncio.to_thread(self._store_copy, table) for table in prepared),
+            return_exceptions=True,
+        )
+        ready: list[_Ready] = []
+        for table, copy in zip(prepared, copies, strict=True):
+            if isinstance(copy, ArchiveError):
+                self._refuse(tally, table.table_id, copy)
+            elif isinstance(copy, BaseException):
+                raise copy
+            else:
+                ready.append(copy)
         verified = [r for r in ready if self._verified(r, tally)]
         heads = [(r.table.table_id, r.table.head) for r in verified]
         replies = await delete_tables(self.store.client, self.store.keys, heads + forget)
@@ -221,7 +236,7 @@ class Archiver:
             if data is None:
                 raise ArchiveError("archive/lost", "the written file cannot be read back")
             copy = unpack(data)
-            check_chain(copy)
+            check_chain(copy, bodies=not ready.fresh)  # a fresh copy must equal what was meant
             if (copy != table) if ready.fresh else (copy.head != table.head):
                 raise ArchiveError("archive/copy_differs", "the file read back is not the table")
         except ArchiveError as error:

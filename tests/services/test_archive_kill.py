@@ -157,21 +157,28 @@ def test_killed_at_every_step_then_rerun(
 def test_killed_at_random_times_then_rerun(
     redis_url: str, redis_ns: str, redis_sync: redis.Redis, tmp_path: Path
 ) -> None:
-    tables = record(redis_url, redis_ns, 40, seed=22)
+    tables = record(redis_url, redis_ns, 150, seed=22)
     keys = KeySpace(redis_ns, SHARDS)
     recorded = heads(redis_sync, keys, tables)
     audit = audit_json(redis_url, redis_ns)
     folder = tmp_path / "archive"
+    # how long the interpreter takes to start and read the first batch: kills come after it
+    started = time.monotonic()
+    process = start(redis_url, redis_ns, folder, "exported:1")
+    assert process.stderr is not None
+    assert process.stderr.readline().startswith(b"paused at exported")
+    warm = time.monotonic() - started
+    kill(process)
     rng = random.Random(22)
     kills = 0
-    for _ in range(12):
+    for _ in range(15):
         process = start(redis_url, redis_ns, folder)
-        time.sleep(rng.uniform(0.3, 1.2))  # the interpreter starts in about 0.3-0.5 s
+        time.sleep(warm + rng.uniform(0.0, 0.15))
         if process.poll() is not None:
-            break
+            continue
         kill(process)
         kills += 1
         if check_nothing_lost(redis_sync, keys, folder, recorded) == len(tables):
             break
-    assert kills > 0
+    assert kills >= 3
     finish_and_check(redis_sync, redis_url, redis_ns, folder, recorded, audit)
