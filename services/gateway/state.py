@@ -37,6 +37,12 @@ class Gateway:
     tracker: DealTracker
     rooms: Rooms
     log: Any
+    archived: ArchiveReader | None = None
+    """The archive of finished tables (``CONQUIAN_ARCHIVE_DIR``), None without one."""
+
+    def is_archived(self, table_id: str) -> bool:
+        """Say whether the table's match is over and the table is in the archive."""
+        return self.archived is not None and self.archived.archive.exists(table_id)
 
     async def close(self) -> None:
         """Stop the rooms and the hub, and close the Redis client."""
@@ -71,6 +77,7 @@ async def open_gateway(settings: Settings) -> Gateway:
         tracker=tracker,
         rooms=Rooms(hub, store, views, tracker, settings.resume_gap, log),
         log=log,
+        archived=archived,
     )
 
 

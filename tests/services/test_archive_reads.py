@@ -1,7 +1,8 @@
 """Reads of a finished table give the same answers once it is archived: ``conquian audit``
 (named tables and ``--all``), ``conquian replay`` (transcript and ``--at``) and the gateway's
-routes (public view, each seat's view with its token, the spectator's, events for each viewer).
-Answers are recorded before archiving and compared byte for byte after it."""
+routes (public view, each seat's view with its token, the spectator's, events for each viewer)
+and its refusals of commands to it (create again, join, a move).  Answers are recorded before
+archiving and compared byte for byte after it."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import redis.asyncio
 from services import cli
 from services.archive.folder import FolderArchive
 from services.archive.mover import Archiver
-from services.gateway.testing import Seat, Stack, refuser
+from services.gateway.testing import Seat, Stack, refuser, wire_command
 from services.selfplay import SelfplayConfig, record_selfplay
 from services.settings import Settings, load_settings
 from services.store import KeySpace, RedisEventStore
@@ -107,6 +108,18 @@ async def answers(stack: Stack, table_id: str, seats: tuple[Seat, Seat]) -> list
     return out
 
 
+async def refusals(stack: Stack, table_id: str, seats: tuple[Seat, Seat], n: int) -> list[Any]:
+    """The codes of commands a finished table refuses: create again, join, a seat's move."""
+    http = stack.http
+    out: list[Any] = []
+    again = await http.post("/tables", json={"table_id": table_id, "deals": 1})
+    join = await http.post(f"/tables/{table_id}/join", json={"name": "Cy"})
+    move = await seats[0].send(wire_command("turn", table_id, f"late-move-{n}", None))
+    for response in (again, join, move):
+        out.append((response.status_code, response.json()["code"]))
+    return out
+
+
 async def test_the_gateway_answers_the_same_for_an_archived_table(
     stack: Stack, settings: Settings
 ) -> None:
@@ -127,6 +140,7 @@ async def test_the_gateway_answers_the_same_for_an_archived_table(
     public = (await stack.http.get(f"/tables/{table_id}", params={"min_version": version})).json()
     assert public["status"] == "over"
     before = await answers(stack, table_id, seats)
+    refused_before = await refusals(stack, table_id, seats, 1)
 
     client = redis.asyncio.Redis.from_url(settings.redis_url)
     try:
@@ -141,5 +155,8 @@ async def test_the_gateway_answers_the_same_for_an_archived_table(
 
     after = await answers(stack, table_id, seats)
     assert after == before
+    # commands are refused with the codes the engine worker gave while the table was in Redis
+    assert await refusals(stack, table_id, seats, 2) == refused_before
+    assert [code for _, code in refused_before] == ["table/exists", "table/full", "move/match_over"]
     missing = await stack.http.get("/tables/never-was")
     assert missing.status_code == 404 and missing.json()["code"] == "table/not_found"
