@@ -276,3 +276,61 @@ def test_archive_needs_an_archive_dir(
         cli.main(["archive", "--redis-url", "redis://127.0.0.1:1/0"])
     assert exited.value.code == 2
     assert "--archive-dir" in capsys.readouterr().err
+
+
+# --- the background mode -----------------------------------------------------------------------
+
+
+async def test_the_service_archives_what_ends_and_stops_on_request(
+    redis_url: str, redis_ns: str, redis_client: redis.asyncio.Redis, folder: Path
+) -> None:
+    from services.archive.service import run_archiver
+    from services.settings import load_settings
+
+    await asyncio.to_thread(record, redis_url, redis_ns, 2)
+    keys = KeySpace(redis_ns, SHARDS)
+    redis_client_sync = redis.Redis.from_url(redis_url)
+    try:
+        old = TABLES[1]  # ended before the index: found by the scan at start
+        redis_client_sync.zrem(keys.sealed(keys.shard_of(old)), old)
+    finally:
+        redis_client_sync.close()
+    settings = load_settings(
+        redis_url=redis_url,
+        namespace=redis_ns,
+        shards=SHARDS,
+        archive_dir=str(folder),
+        archive_after_ms=0,
+        archive_interval_ms=100,
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_archiver(settings, stop))
+    store = RedisEventStore(redis_client, keys)
+    archive = FolderArchive(folder, redis_ns)
+    for _ in range(100):
+        if sorted(archive.list()) == TABLES[:2] and (await store.head(old)).version == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert sorted(archive.list()) == TABLES[:2]
+    later = "selfplay-6-0"
+    await asyncio.to_thread(record, redis_url, redis_ns, 1, 6)  # a table that ends later
+    for _ in range(100):
+        if archive.exists(later) and (await store.head(later)).version == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert sorted(archive.list()) == sorted([*TABLES[:2], later])
+    stop.set()
+    await asyncio.wait_for(task, 5)
+    for t in [*TABLES[:2], later]:
+        assert (await store.head(t)).version == 0
+
+
+def test_serve_runs_the_archiver_only_with_an_archive_dir() -> None:
+    import argparse
+
+    from services.serve import children
+
+    args = argparse.Namespace(workers=1, host="127.0.0.1", port=8000)
+    assert "archive" not in [c.name for c in children(args)]
+    (archiver,) = [c for c in children(args, archive=True) if c.name == "archive"]
+    assert archiver.argv[1:] == ["-m", "services.archive"]

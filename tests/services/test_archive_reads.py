@@ -76,6 +76,30 @@ def test_audit_and_replay_answer_the_same_from_the_archive(
             assert now == was, ask
 
 
+def test_a_damaged_archived_file_fails_its_audit(
+    capsys: pytest.CaptureFixture[str], redis_url: str, redis_ns: str, tmp_path: Path
+) -> None:
+    async def setup() -> None:
+        client = redis.asyncio.Redis.from_url(redis_url)
+        try:
+            store = RedisEventStore(client, KeySpace(redis_ns, SHARDS))
+            await record_selfplay(SelfplayConfig(1, 8, ("greedy", "random")), store)
+        finally:
+            await client.aclose()
+
+    asyncio.run(setup())
+    store_args = ["--redis-url", redis_url, "--namespace", redis_ns, "--shards", str(SHARDS)]
+    folder = tmp_path / "archive"
+    archived = ["--archive-dir", str(folder)]
+    assert run_cli(capsys, "archive", *store_args, *archived, "--older-than", "0")[0] == 0
+    path = FolderArchive(folder, redis_ns).path(TABLES[0])
+    path.write_bytes(path.read_bytes()[:-20])  # cut short
+    code, out = run_cli(capsys, "audit", TABLES[0], *store_args, *archived, "--json")
+    (report,) = json.loads(out)["reports"]
+    assert code == 1 and report["failure"]["code"] == "audit/undecodable"
+    assert "archived file" in report["failure"]["reason"]
+
+
 @pytest.fixture
 def settings(redis_url: str, redis_ns: str, tmp_path: Path) -> Settings:
     return load_settings(
