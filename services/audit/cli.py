@@ -178,9 +178,10 @@ async def _audit_all(
     summary = AuditSummary()
     started = time.perf_counter()
     listed = {t async for t in store.tables()}
+    archived: set[str] = set()
     if reader is not None:  # a table in both (archived, not deleted yet) is audited once
-        listed.update(reader.archive.list())
-    table_ids = sorted(listed)
+        archived = set(reader.archive.list()) - listed
+    table_ids = sorted(listed | archived)
     if not table_ids:
         keys = store.keys
         sys.stderr.write(
@@ -189,13 +190,13 @@ async def _audit_all(
         )
     bar = _progress(sys.stderr, len(table_ids)) if sys.stderr.isatty() else None
     if args.jobs > 1 and len(table_ids) > 1:
-        async for part in _audit_in_processes(args, store.keys, table_ids):
+        async for part in _audit_in_processes(args, store.keys, table_ids, archived):
             summary.merge(part)
             if bar is not None:
                 bar(summary, time.perf_counter() - started)
         summary.failures.sort(key=lambda report: report.table_id)
     else:
-        async for report in audit_anywhere(store, reader, table_ids, args.batch):
+        async for report in audit_anywhere(store, reader, table_ids, args.batch, archived):
             summary.add(report)
             if bar is not None:
                 bar(summary, time.perf_counter() - started)
@@ -215,7 +216,7 @@ SHARE_BATCHES = 20
 
 
 async def _audit_in_processes(
-    args: argparse.Namespace, keys: KeySpace, table_ids: Sequence[str]
+    args: argparse.Namespace, keys: KeySpace, table_ids: Sequence[str], archived: set[str]
 ) -> AsyncGenerator[AuditSummary, None]:
     """Audit the tables in ``args.jobs`` processes (each with its own connection to Redis),
     a share of consecutive tables at a time; yield each share's tally as it ends."""
@@ -242,6 +243,7 @@ async def _audit_in_processes(
                 share,
                 args.batch,
                 args.archive_dir,
+                [t for t in share if t in archived],
             )
             for share in shares
         ]
@@ -254,7 +256,13 @@ async def _audit_in_processes(
 
 
 def _audit_share(
-    url: str, ns: str, shards: int, table_ids: list[str], batch: int, archive_dir: str | None
+    url: str,
+    ns: str,
+    shards: int,
+    table_ids: list[str],
+    batch: int,
+    archive_dir: str | None,
+    archived: list[str],
 ) -> AuditSummary:
     """One process's share of ``audit --all --jobs N``: the tally of these tables."""
     from services.store.keys import KeySpace
@@ -268,7 +276,8 @@ def _audit_share(
             summary = AuditSummary()
             store = RedisEventStore(client, KeySpace(ns, shards))
             reader = _reader(archive_dir, ns)
-            async for report in audit_anywhere(store, reader, table_ids, batch):
+            reports = audit_anywhere(store, reader, table_ids, batch, set(archived))
+            async for report in reports:
                 summary.add(report)
             return summary
         finally:
