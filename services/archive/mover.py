@@ -151,6 +151,7 @@ class Archiver:
         return tally
 
     async def _batch(self, table_ids: Sequence[str]) -> ArchiveTally:
+        """Steps 1 to 5 of the module docstring for one batch of tables."""
         tally = ArchiveTally()
         exported = await export_tables(self.store.client, self.store.keys, table_ids)
         pause_point("exported")
@@ -165,7 +166,14 @@ class Archiver:
                 prepared.append(prepare(read))
             except ArchiveError as error:
                 self._refuse(tally, read.table_id, error)
-        # the copies are written in threads: each waits for its fsyncs, not for the others'
+        ready = await self._copies(prepared, tally)
+        verified = [r for r in ready if self._verified(r, tally)]
+        await self._delete(verified, forget, tally)
+        _log.debug("archived batch", tables=len(table_ids), **tally.as_dict())
+        return tally
+
+    async def _copies(self, prepared: Sequence[ArchivedTable], tally: ArchiveTally) -> list[_Ready]:
+        """Step 3 for each table, in threads: each waits for its own fsyncs, not the others'."""
         copies = await asyncio.gather(
             *(asyncio.to_thread(self._store_copy, table) for table in prepared),
             return_exceptions=True,
@@ -178,9 +186,14 @@ class Archiver:
                 raise copy
             else:
                 ready.append(copy)
-        verified = [r for r in ready if self._verified(r, tally)]
+        return ready
+
+    async def _delete(
+        self, verified: Sequence[_Ready], forget: Sequence[tuple[str, Head]], tally: ArchiveTally
+    ) -> None:
+        """Step 5: delete the verified tables (and the index entries of tables already gone)."""
         heads = [(r.table.table_id, r.table.head) for r in verified]
-        replies = await delete_tables(self.store.client, self.store.keys, heads + forget)
+        replies = await delete_tables(self.store.client, self.store.keys, [*heads, *forget])
         pause_point("deleted")
         for r, reply in zip(verified, replies, strict=False):
             if reply != 1:  # the head moved (or went) after the copy was read: nothing deleted
@@ -193,16 +206,6 @@ class Archiver:
                 tally.kept += 1
             tally.events += r.table.version
             tally.bytes += r.size
-        _log.debug(
-            "archived batch",
-            tables=len(table_ids),
-            written=tally.written,
-            kept=tally.kept,
-            gone=tally.gone,
-            refused=len(tally.refused),
-            moved=len(tally.moved),
-        )
-        return tally
 
     def _store_copy(self, table: ArchivedTable) -> _Ready:
         """Keep a verified copy an earlier run wrote, else write one (raises on a conflict)."""
