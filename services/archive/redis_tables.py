@@ -36,6 +36,7 @@ __all__ = [
     "Exported",
     "delete_tables",
     "due_tables",
+    "export_keys",
     "export_tables",
     "index_finished",
     "table_keys",
@@ -94,6 +95,12 @@ def table_keys(keys: KeySpace, table_id: str) -> list[str]:
     ]
 
 
+def export_keys(keys: KeySpace, table_id: str) -> list[str]:
+    """KEYS of :data:`EXPORT_LUA` for a table: head, events, secret hash, view parts."""
+    views = [keys.table_view(table_id, part) for part in STORED_PARTS]
+    return [keys.head(table_id), keys.events(table_id), keys.secret(table_id), *views]
+
+
 @dataclass(frozen=True)
 class Exported:
     """One table as :data:`EXPORT_LUA` read it: head, events, secret hash, stored view parts
@@ -134,10 +141,7 @@ async def export_tables(client: Redis, keys: KeySpace, table_ids: Sequence[str])
     script = client.register_script(EXPORT_LUA)
     async with client.pipeline(transaction=False) as pipe:
         for t in table_ids:
-            views = [keys.table_view(t, part) for part in STORED_PARTS]
-            await script(
-                keys=[keys.head(t), keys.events(t), keys.secret(t), *views], args=[], client=pipe
-            )
+            await script(keys=export_keys(keys, t), args=[], client=pipe)
         replies = await pipe.execute()
     return [_exported(t, reply) for t, reply in zip(table_ids, replies, strict=True)]
 

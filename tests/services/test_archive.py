@@ -334,3 +334,17 @@ def test_serve_runs_the_archiver_only_with_an_archive_dir() -> None:
     assert "archive" not in [c.name for c in children(args)]
     (archiver,) = [c for c in children(args, archive=True) if c.name == "archive"]
     assert archiver.argv[1:] == ["-m", "services.archive"]
+
+
+def test_every_script_call_stays_in_one_cluster_slot() -> None:
+    """The read and the delete of a table pass every key in KEYS, all of the table's slot."""
+    from redis.crc import key_slot
+
+    from services.archive.redis_tables import export_keys, table_keys
+
+    keys = KeySpace("cq", 64)
+    for t in ("a", "table-9", "selfplay-5-3", "t-abcdefghijkl"):
+        deleted, read = table_keys(keys, t), export_keys(keys, t)
+        slots = {key_slot(k.encode()) for k in [*deleted, *read]}
+        assert slots == {key_slot(keys.sealed(keys.shard_of(t)).encode())}
+        assert len(set(deleted)) == len(deleted)
