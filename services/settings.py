@@ -48,6 +48,16 @@ class Settings(BaseSettings):
     workers store views with their appends): its next round then reads a bigger batch."""
     result_wait_ms: int = Field(default=5_000, ge=0)
     resume_gap: int = Field(default=500, ge=1)
+    archive_dir: str | None = None
+    """The folder of the archive of finished tables (``docs/archive.md``); unset, tables stay in
+    Redis and ``conquian serve`` runs no archiver.  The gateway, ``conquian audit`` and
+    ``conquian replay`` read archived tables from it."""
+    archive_after_ms: int = Field(default=3_600_000, ge=0)
+    """How long after its match ended a table is archived: keep it at least
+    ``finished_command_ids_ms``, so that a late retry is still answered from the table's
+    command ids."""
+    archive_interval_ms: int = Field(default=60_000, ge=100)
+    """How often the archiver looks for tables to archive."""
     insecure_deal_key: str | None = Field(
         default=None,
         description="hex key that makes decks predictable; benchmarks and tests only",

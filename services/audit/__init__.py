@@ -29,7 +29,8 @@ The package's modules, one concept each: ``results`` (reason codes, :class:`Tabl
 ``audit_state``, ``deal_checks`` and ``redecide`` (the full audit, :func:`audit_table`), ``wire``
 (engine events against their wire form), the fast path ``fast_audit`` with ``fast_redecide``,
 ``fast_text`` and ``fast_payloads``, ``store_reads`` (reading tables from a store),
-``store_audit`` (:func:`audit_store`, :class:`AuditSummary`) and ``cli`` (the command line).
+``store_audit`` (:func:`audit_store`, :class:`AuditSummary`), ``archived`` (tables read from
+the archive of finished tables, docs/archive.md) and ``cli`` (the command line).
 On Redis, each table is first offered to a fast path (:func:`audit_packed`) that can only
 certify a clean table, with the report :func:`audit_table` would give; anything it cannot
 certify is read again and audited as above, which names the failure. ``docs/audit.md``

@@ -12,20 +12,24 @@ import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
 
+from services.audit.archived import audit_anywhere
 from services.audit.results import TableReport
-from services.audit.store_audit import AuditSummary, audit_store
+from services.audit.store_audit import AuditSummary
 
 if TYPE_CHECKING:
+    from services.archive.reads import ArchiveReader
     from services.cli import Subparsers
     from services.store.base import EventStore
     from services.store.keys import KeySpace
 
 
 def add_store_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--redis-url``, ``--namespace`` and ``--shards`` (shared with ``conquian replay``).
+    """Add ``--redis-url``, ``--namespace``, ``--shards`` and ``--archive-dir`` (shared with
+    ``conquian replay`` and ``conquian archive``).
 
     Their defaults are the deployment's settings (``services/settings.py``): ``REDIS_URL`` (or
-    ``CONQUIAN_REDIS_URL``), ``CONQUIAN_NAMESPACE`` (else ``cq``), ``CONQUIAN_SHARDS`` (else 16).
+    ``CONQUIAN_REDIS_URL``), ``CONQUIAN_NAMESPACE`` (else ``cq``), ``CONQUIAN_SHARDS`` (else 16),
+    ``CONQUIAN_ARCHIVE_DIR`` (else none: Redis alone).
     """
     parser.add_argument(
         "--redis-url",
@@ -41,6 +45,11 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
         "--shards",
         default=os.environ.get("CONQUIAN_SHARDS") or "16",
         help="shards of the deployment (default: $CONQUIAN_SHARDS, else 16)",
+    )
+    parser.add_argument(
+        "--archive-dir",
+        default=os.environ.get("CONQUIAN_ARCHIVE_DIR") or None,
+        help="the archive of finished tables (default: $CONQUIAN_ARCHIVE_DIR, else none)",
     )
 
 
@@ -119,25 +128,36 @@ def run(args: argparse.Namespace) -> int:
         raise
 
 
+def _reader(archive_dir: str | None, namespace: str) -> ArchiveReader | None:
+    """The reader of the archive of finished tables, None without one (Redis alone)."""
+    from services.archive.reads import ArchiveReader, open_archive
+
+    archive = open_archive(archive_dir, namespace)
+    return None if archive is None else ArchiveReader(archive, cache_size=4)
+
+
 async def _run(args: argparse.Namespace, keys: KeySpace) -> int:
     from services.store import RedisEventStore
     from services.store.client import connect
 
     client = connect(args.redis_url)
+    reader = _reader(args.archive_dir, keys.ns)
     try:
         store = RedisEventStore(client, keys)
         if args.all:
-            return await _audit_all(store, args)
-        return await _audit_named(store, args)
+            return await _audit_all(store, reader, args)
+        return await _audit_named(store, reader, args)
     finally:
         await client.aclose()
 
 
-async def _audit_named(store: EventStore, args: argparse.Namespace) -> int:
+async def _audit_named(
+    store: EventStore, reader: ArchiveReader | None, args: argparse.Namespace
+) -> int:
     summary = AuditSummary()
     reports: list[TableReport] = []
     started = time.perf_counter()
-    async for report in audit_store(store, args.tables, args.batch):
+    async for report in audit_anywhere(store, reader, args.tables, args.batch):
         summary.add(report)
         reports.append(report)
     summary.seconds = time.perf_counter() - started
@@ -152,10 +172,16 @@ async def _audit_named(store: EventStore, args: argparse.Namespace) -> int:
     return 0 if summary.failed == 0 else 1
 
 
-async def _audit_all(store: EventStore, args: argparse.Namespace) -> int:
+async def _audit_all(
+    store: EventStore, reader: ArchiveReader | None, args: argparse.Namespace
+) -> int:
     summary = AuditSummary()
     started = time.perf_counter()
-    table_ids = sorted([t async for t in store.tables()])
+    listed = {t async for t in store.tables()}
+    archived: set[str] = set()
+    if reader is not None:  # a table in both (archived, not deleted yet) is audited once
+        archived = set(reader.archive.list()) - listed
+    table_ids = sorted(listed | archived)
     if not table_ids:
         keys = store.keys
         sys.stderr.write(
@@ -164,13 +190,13 @@ async def _audit_all(store: EventStore, args: argparse.Namespace) -> int:
         )
     bar = _progress(sys.stderr, len(table_ids)) if sys.stderr.isatty() else None
     if args.jobs > 1 and len(table_ids) > 1:
-        async for part in _audit_in_processes(args, store.keys, table_ids):
+        async for part in _audit_in_processes(args, store.keys, table_ids, archived):
             summary.merge(part)
             if bar is not None:
                 bar(summary, time.perf_counter() - started)
         summary.failures.sort(key=lambda report: report.table_id)
     else:
-        async for report in audit_store(store, table_ids, args.batch):
+        async for report in audit_anywhere(store, reader, table_ids, args.batch, archived):
             summary.add(report)
             if bar is not None:
                 bar(summary, time.perf_counter() - started)
@@ -190,7 +216,7 @@ SHARE_BATCHES = 20
 
 
 async def _audit_in_processes(
-    args: argparse.Namespace, keys: KeySpace, table_ids: Sequence[str]
+    args: argparse.Namespace, keys: KeySpace, table_ids: Sequence[str], archived: set[str]
 ) -> AsyncGenerator[AuditSummary, None]:
     """Audit the tables in ``args.jobs`` processes (each with its own connection to Redis),
     a share of consecutive tables at a time; yield each share's tally as it ends."""
@@ -209,7 +235,15 @@ async def _audit_in_processes(
     with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
         pending = [
             loop.run_in_executor(
-                pool, _audit_share, args.redis_url, keys.ns, keys.shards, share, args.batch
+                pool,
+                _audit_share,
+                args.redis_url,
+                keys.ns,
+                keys.shards,
+                share,
+                args.batch,
+                args.archive_dir,
+                [t for t in share if t in archived],
             )
             for share in shares
         ]
@@ -221,7 +255,15 @@ async def _audit_in_processes(
                 future.cancel()
 
 
-def _audit_share(url: str, ns: str, shards: int, table_ids: list[str], batch: int) -> AuditSummary:
+def _audit_share(
+    url: str,
+    ns: str,
+    shards: int,
+    table_ids: list[str],
+    batch: int,
+    archive_dir: str | None,
+    archived: list[str],
+) -> AuditSummary:
     """One process's share of ``audit --all --jobs N``: the tally of these tables."""
     from services.store.keys import KeySpace
 
@@ -233,7 +275,9 @@ def _audit_share(url: str, ns: str, shards: int, table_ids: list[str], batch: in
         try:
             summary = AuditSummary()
             store = RedisEventStore(client, KeySpace(ns, shards))
-            async for report in audit_store(store, table_ids, batch):
+            reader = _reader(archive_dir, ns)
+            reports = audit_anywhere(store, reader, table_ids, batch, set(archived))
+            async for report in reports:
                 summary.add(report)
             return summary
         finally:

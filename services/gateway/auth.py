@@ -4,7 +4,8 @@ A token is ``SeatTokens.token(table, seat, join command id)`` (``services/tokens
 table's secret hash keeps only its SHA-256 under ``token:<seat>``, written by the engine worker
 atomically with ``player_joined``.  A presented token is hashed and compared (in constant time)
 with the stored hash of each seat; the seat is the one whose hash matches.  Only the two token
-fields are read (HMGET), never the deal seeds beside them.
+fields are read (HMGET), never the deal seeds beside them; for a table that left Redis, the
+token hashes its archived file keeps (``docs/archive.md``).
 
 The join's command id is public (it is the ``command_id`` of the ``player_joined`` envelope),
 so it cannot be what a retried join presents to get its token back: anyone could replay it.
@@ -22,6 +23,7 @@ import hmac
 
 from redis.asyncio import Redis
 
+from services.archive.reads import ArchiveReader
 from services.lru import Lru
 from services.store.keys import KeySpace
 from services.table import TOKEN_KEY
@@ -34,10 +36,16 @@ class SeatAuth:
     """Mints seat tokens and finds the seat of a presented token on a table."""
 
     def __init__(
-        self, redis: Redis, keys: KeySpace, secret: bytes, cache_size: int = 50_000
+        self,
+        redis: Redis,
+        keys: KeySpace,
+        secret: bytes,
+        cache_size: int = 50_000,
+        archived: ArchiveReader | None = None,
     ) -> None:
         self.redis = redis
         self.keys = keys
+        self.archived = archived
         self.tokens = SeatTokens(secret)
         self._secret = secret
         self._cache: Lru[tuple[str, str], int] = Lru(cache_size)
@@ -66,6 +74,10 @@ class SeatAuth:
             return seat
         fields = [TOKEN_KEY.format(seat=s) for s in SEATS]
         stored = await self.redis.hmget(self.keys.secret(table_id), fields)
+        if self.archived is not None and all(raw is None for raw in stored):
+            table = self.archived.table(table_id)  # a finished table that left Redis
+            if table is not None:
+                stored = [table.tokens.get(field) for field in fields]
         for s, raw in zip(SEATS, stored, strict=True):
             text = raw.decode() if isinstance(raw, bytes) else raw
             if token_matches(token, text):

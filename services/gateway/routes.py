@@ -117,6 +117,20 @@ def refused(kind: str) -> None:
     metrics.COMMANDS.labels(kind, "refused").inc()
 
 
+def refuse_if_archived(gateway: Gateway, table_id: str, code: str) -> None:
+    """Refuse a command to a table that is in the archive (its match is over) with the code
+    the engine worker gives it while the table is in Redis: the worker, which knows Redis
+    alone, would take the archived table for a missing one (``docs/archive.md``)."""
+    if not gateway.is_archived(table_id):
+        return
+    messages = {
+        "table/exists": f"table {table_id!r} already exists (its match is over)",
+        "table/full": f"table {table_id} has no free seat (its match is over)",
+        "move/match_over": f"the match of table {table_id} is over",
+    }
+    raise ApiError(code, messages[code])
+
+
 async def _existing(gateway: Gateway, table_id: str) -> int:
     """Return the table's version; raise ``table/not_found`` when it has none."""
     checks.check_table_id(table_id)
@@ -152,6 +166,7 @@ async def create_table(request: Request) -> JSONResponse:
         if data.get("command_id") is None:
             data["command_id"] = checks.new_command_id()
         command = checks.parse(data)
+        refuse_if_archived(gateway, command.table_id, "table/exists")
     except ApiError:
         refused("create_table")
         raise
@@ -181,6 +196,7 @@ async def join(table_id: str, request: Request) -> JSONResponse:
         data["table_id"] = table_id
         data["command_id"] = gateway.auth.join_command_id(table_id, key)
         command = checks.parse(data)
+        refuse_if_archived(gateway, table_id, "table/full")
     except ApiError:
         refused("join")
         raise
@@ -220,6 +236,7 @@ async def send_command(table_id: str, request: Request, credentials: Credentials
         checks.check_table_id(table_id)
         seat = await _seat(gateway, table_id, credentials, needed=True)
         command = checks.seat_command(await request.body(), table_id)
+        refuse_if_archived(gateway, table_id, "move/match_over")
     except ApiError:
         refused("unknown")
         raise

@@ -8,6 +8,7 @@ from typing import Any
 from redis.asyncio import Redis
 from starlette.requests import HTTPConnection
 
+from services.archive.reads import ArchiveBackedStore, ArchiveReader, open_archive
 from services.gateway.auth import SeatAuth
 from services.gateway.feed import DealTracker
 from services.gateway.hub import Hub
@@ -16,6 +17,7 @@ from services.gateway.live import Rooms
 from services.gateway.views import Views
 from services.log import get_logger
 from services.settings import Settings
+from services.store.base import EventStore
 from services.store.client import connect
 from services.store.redis_store import RedisEventStore
 from services.tokens import load_secret
@@ -27,7 +29,7 @@ class Gateway:
 
     settings: Settings
     redis: Redis
-    store: RedisEventStore
+    store: EventStore
     auth: SeatAuth
     hub: Hub
     intake: Intake
@@ -35,6 +37,12 @@ class Gateway:
     tracker: DealTracker
     rooms: Rooms
     log: Any
+    archived: ArchiveReader | None = None
+    """The archive of finished tables (``CONQUIAN_ARCHIVE_DIR``), None without one."""
+
+    def is_archived(self, table_id: str) -> bool:
+        """Say whether the table's match is over and the table is in the archive."""
+        return self.archived is not None and self.archived.archive.exists(table_id)
 
     async def close(self) -> None:
         """Stop the rooms and the hub, and close the Redis client."""
@@ -48,23 +56,28 @@ async def open_gateway(settings: Settings) -> Gateway:
     log = get_logger("gateway")
     redis = connect(settings.redis_url)
     keys = settings.keys
-    store = RedisEventStore(redis, keys)
+    store: EventStore = RedisEventStore(redis, keys)
+    archive = open_archive(settings.archive_dir, settings.namespace)
+    archived = None if archive is None else ArchiveReader(archive)
+    if archived is not None:  # finished tables that left Redis are read from the archive
+        store = ArchiveBackedStore(RedisEventStore(redis, keys), archived)
     secret = await load_secret(redis, settings.namespace, settings.token_secret)
     hub = Hub(redis, settings.namespace, log)
     await hub.start()
-    views = Views(redis, keys, hub)
+    views = Views(redis, keys, hub, archived)
     tracker = DealTracker(store)
     return Gateway(
         settings=settings,
         redis=redis,
         store=store,
-        auth=SeatAuth(redis, keys, secret),
+        auth=SeatAuth(redis, keys, secret, archived=archived),
         hub=hub,
         intake=Intake(redis, keys, hub, settings.result_wait_ms),
         views=views,
         tracker=tracker,
         rooms=Rooms(hub, store, views, tracker, settings.resume_gap, log),
         log=log,
+        archived=archived,
     )
 
 

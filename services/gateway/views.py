@@ -5,8 +5,9 @@ The engine worker (with each append) and the projector store a table's view part
 table ``version`` it was built to (``docs/services.md``).  A viewer (``public``, ``seat0``,
 ``seat1``, ``spectator``) gets its view put together from the parts it needs, read in one
 ``MGET`` (``services.view_parts.assemble``); the gateway decides nothing about what a viewer
-may see.  A request that needs a view at least as new as a version (``min_version``, e.g. the
-version a command answered with) waits for a view hint on ``<ns>:views`` up to a deadline.
+may see.  A table that left Redis has its parts read from the archive (``docs/archive.md``).
+A request that needs a view at least as new as a version (``min_version``, e.g. the version a
+command answered with) waits for a view hint on ``<ns>:views`` up to a deadline.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import orjson
 from redis.asyncio import Redis
 
+from services.archive.reads import ArchiveReader
 from services.gateway.hub import Hub
 from services.store.keys import KeySpace
 from services.view_parts import PUBLIC, assemble, parts_for, version_of
@@ -35,10 +37,13 @@ def _parse(raw: bytes | str | None) -> dict[str, Any] | None:
 class Views:
     """Reads the views of tables and waits for newer ones."""
 
-    def __init__(self, redis: Redis, keys: KeySpace, hub: Hub) -> None:
+    def __init__(
+        self, redis: Redis, keys: KeySpace, hub: Hub, archived: ArchiveReader | None = None
+    ) -> None:
         self.redis = redis
         self.keys = keys
         self.hub = hub
+        self.archived = archived
 
     async def read(self, table_id: str, viewer: str) -> dict[str, Any] | None:
         """Return ``viewer``'s view of the table, None when the projector has written none."""
@@ -48,6 +53,10 @@ class Views:
         """Return several viewers' views of the table from one read (those that exist)."""
         parts = sorted({p for v in viewers for p in parts_for(v)})
         raws = await self.redis.mget([self.keys.table_view(table_id, p) for p in parts])
+        if self.archived is not None and all(raw is None for raw in raws):
+            table = self.archived.table(table_id)  # a finished table that left Redis
+            if table is not None:
+                raws = [table.views.get(p) for p in parts]
         stored = {p: _parse(raw) for p, raw in zip(parts, raws, strict=True)}
         out: dict[str, dict[str, Any]] = {}
         for viewer in viewers:

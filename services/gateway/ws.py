@@ -25,7 +25,7 @@ from services.gateway import checks, metrics
 from services.gateway.auth import bearer
 from services.gateway.errors import ApiError
 from services.gateway.live import CLOSE_TOO_SLOW, Connection
-from services.gateway.routes import refused, submit
+from services.gateway.routes import refuse_if_archived, refused, submit
 from services.gateway.state import Gateway, gateway_of
 
 router = APIRouter()
@@ -123,6 +123,7 @@ async def _answer(gateway: Gateway, table_id: str, seat: int | None, raw: str) -
         if seat is None:
             raise ApiError("seat/required", "a spectator sends no commands: connect with a token")
         command = checks.seat_command(message["command"], table_id)
+        refuse_if_archived(gateway, table_id, "move/match_over")
     except ApiError as error:
         refused("unknown")
         reply = {"kind": "result", **error.body(), "table_id": table_id}

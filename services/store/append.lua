@@ -9,7 +9,9 @@ KEYS[4] cmdids   the table's hash: "<command id>" -> "<first> <last> <result>"
 KEYS[5] secret   hash: caller's secrets, HSET in the same step
 KEYS[6] legacy   the shard's hash "<table>|<command id>" -> the same, where older stores
                  recorded command ids: read, never written
-KEYS[7..]        the table's view parts (strings), SET when events are appended
+KEYS[7] sealed   the shard's sorted set of finished tables (table id, score: finish time ms),
+                 ZADD NX when an append sets the status 'over'; the archiver's index
+KEYS[8..]        the table's view parts (strings), SET when events are appended
 
 ARGV[1]  table id            ARGV[2]  command id
 ARGV[3]  expected version    ARGV[4]  expected head hash (hex)
@@ -19,7 +21,8 @@ ARGV[8]  status to set in the head ('' leaves it)
 ARGV[9]  feed MAXLEN ~ ('' never trims)
 ARGV[10] n secret pairs
 ARGV[11] ms the command ids stay once the match is over ('' for ever)
-ARGV[12..]  n pairs (body, raw hash), then the secret pairs (field, value), then one value
+ARGV[12] finish time (ms) scored in KEYS[7] when the status becomes 'over'
+ARGV[13..]  n pairs (body, raw hash), then the secret pairs (field, value), then one value
             per view key
 
 Returns {0, first, last}                          appended
@@ -55,7 +58,7 @@ end
 local n = tonumber(ARGV[6])
 local first = version + 1
 local last = version + n
-local i = 12
+local i = 13
 for v = first, last do
   redis.call('XADD', KEYS[2], v .. '-1', 'b', ARGV[i], 'h', ARGV[i + 1])
   i = i + 2
@@ -80,18 +83,22 @@ redis.call('HSET', KEYS[4], ARGV[2], first .. ' ' .. last .. ' ' .. ARGV[5])
 if ARGV[11] ~= '' and (ARGV[8] == 'over' or (ARGV[8] == '' and head[3] == 'over')) then
   redis.call('PEXPIRE', KEYS[4], ARGV[11], 'NX')
 end
+if ARGV[8] == 'over' then
+  -- the archiver's index of finished tables (NX: the first end counts)
+  redis.call('ZADD', KEYS[7], 'NX', ARGV[12], ARGV[1])
+end
 local ns = tonumber(ARGV[10])
 if ns > 0 then
   local kv = {}
   for j = 1, 2 * ns do kv[j] = ARGV[i + j - 1] end
   redis.call('HSET', KEYS[5], unpack(kv))
 end
-if n > 0 and #KEYS > 6 then
+if n > 0 and #KEYS > 7 then
   -- Views are derived data, as the projector's: to replicas, not into the AOF (after a
   -- restart they are as of the last rewrite, and the projector folds the feed from there).
   redis.set_repl(redis.REPL_REPLICA)
   local v = i + 2 * ns
-  for k = 7, #KEYS do
+  for k = 8, #KEYS do
     redis.call('SET', KEYS[k], ARGV[v])
     v = v + 1
   end

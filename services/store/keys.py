@@ -17,6 +17,8 @@ touches keys of one Redis Cluster slot.  Keys, with ``ns`` the deployment's pref
 ``<ns>:{sNN}:view:…``                  read models
 ``<ns>:{sNN}:ckpt:<projector>``        a projector's checkpoint
 ``<ns>:{sNN}:timers``                  sorted set of deadlines
+``<ns>:{sNN}:sealed``                  sorted set of finished tables (score: finish time, ms),
+                                       the archiver's index (``docs/archive.md``)
 =====================================  ==========================================================
 
 Other services build their keys with :meth:`KeySpace.shard_key` (or the named helpers) so that a
@@ -157,6 +159,11 @@ class KeySpace:
     def timers(self, shard: int) -> str:
         """The shard's sorted set of deadlines."""
         return self.shard_key(shard, "timers")
+
+    def sealed(self, shard: int) -> str:
+        """The shard's sorted set of finished tables, scored by the time (ms) their match
+        ended: written by the append that ends a match, emptied by the archiver."""
+        return self.shard_key(shard, "sealed")
 
     def cmdid_field(self, table_id: str, command_id: str) -> str:
         """The field of a command in the shard's :meth:`cmdids`: ``<table>|<command id>``."""

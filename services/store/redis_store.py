@@ -3,8 +3,10 @@
 Layout (see :mod:`services.store.keys`): per table a stream ``…:t:<table>:ev`` with explicit ids
 ``<version>-1``, a head hash ``…:t:<table>:head`` (``version``, ``hash`` hex, ``status``), a
 secret hash and the hash of its processed command ids; per shard a feed stream (``t``, ``f``,
-``l``).  The client computes the hashes with :mod:`events.chain`; the script checks the command
-id, then the head version and hash, and writes everything or nothing.
+``l``) and the index of finished tables (``sealed``: the append that ends a match adds the table,
+scored by its last event's time; the archiver, ``services.archive``, takes it out).  The
+client computes the hashes with :mod:`events.chain`; the script checks the command id, then the
+head version and hash, and writes everything or nothing.
 
 Command ids are what makes a command apply once: a command id the table has seen is answered
 with its first outcome.  Once a table's match is over nothing more can happen at it, so its
@@ -25,6 +27,7 @@ The client must be a ``redis.asyncio.Redis`` created with ``decode_responses=Fal
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, cast
 
@@ -98,6 +101,14 @@ async def command_record(
     return None if raw is None else _b(raw)
 
 
+def _finish_time(r: AppendRequest) -> int:
+    """When an append that ends a match happens: its last event's ``time`` (ms), else now."""
+    when = r.events[-1].get("time") if r.events else None
+    if isinstance(when, int) and not isinstance(when, bool):
+        return when
+    return int(time.time() * 1000)
+
+
 class RedisEventStore(EventStore):
     """Event store on Redis (see the module docstring).  ``feed_maxlen`` trims each shard feed
     approximately to that many entries (``None``: never; table streams are never trimmed);
@@ -152,6 +163,7 @@ class RedisEventStore(EventStore):
             prefix + "cmdids",
             prefix + "secret",
             ks.cmdids(shard),
+            ks.sealed(shard),
         ]
         encoded = prepare_encoded(
             table_id, r.expected_version, expected_hash, r.events, encode_body
@@ -170,6 +182,7 @@ class RedisEventStore(EventStore):
             self._feed_maxlen,
             len(secret_items),
             self._finished_ids_ms,
+            _finish_time(r) if r.status == "over" else "",
         ]
         for e, stored in encoded:
             args.append(stored)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib import resources
 
-__all__ = ["APPEND_LUA", "READ_LUA", "SEAL_LUA"]
+__all__ = ["APPEND_LUA", "PACK_ENTRIES_LUA", "READ_LUA", "SEAL_LUA"]
 
 APPEND_LUA: str = resources.files(__package__).joinpath("append.lua").read_text("utf-8")
 """The append script (loaded once with SCRIPT LOAD, run with EVALSHA)."""
@@ -17,28 +17,37 @@ return 1
 """
 """Rewrites a stream with exact-size nodes (what :meth:`RedisEventStore.seal` runs)."""
 
-READ_LUA = """#!lua flags=no-writes
-local e = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[2], 'COUNT', ARGV[3])
-local out, n, pack = {}, 0, struct.pack
-for i = 1, #e do
-  local id, f = e[i][1], e[i][2]
-  local b, h
-  if f[1] == 'b' and f[3] == 'h' then
-    b, h = f[2], f[4]
-  else
-    b, h = '', ''
-    for j = 1, #f, 2 do
-      if f[j] == 'b' then b = f[j + 1] elseif f[j] == 'h' then h = f[j + 1] end
+PACK_ENTRIES_LUA = """
+local function pack_entries(e)
+  local out, n, pack = {}, 0, struct.pack
+  for i = 1, #e do
+    local id, f = e[i][1], e[i][2]
+    local b, h
+    if f[1] == 'b' and f[3] == 'h' then
+      b, h = f[2], f[4]
+    else
+      b, h = '', ''
+      for j = 1, #f, 2 do
+        if f[j] == 'b' then b = f[j + 1] elseif f[j] == 'h' then h = f[j + 1] end
+      end
     end
+    out[n + 1] = pack('>BBI', #id, #h, #b)
+    out[n + 2] = id
+    out[n + 3] = h
+    out[n + 4] = b
+    n = n + 4
   end
-  out[n + 1] = pack('>BBI', #id, #h, #b)
-  out[n + 2] = id
-  out[n + 3] = h
-  out[n + 4] = b
-  n = n + 4
+  return table.concat(out)
 end
-return table.concat(out)
 """
+"""A Lua function ``pack_entries(entries)`` for scripts: XRANGE entries of a table stream as
+one string, framed as :data:`READ_LUA` describes (``services.store.codec.decode_packed``)."""
+
+READ_LUA = (
+    "#!lua flags=no-writes\n"
+    + PACK_ENTRIES_LUA
+    + "return pack_entries(redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[2], 'COUNT', ARGV[3]))\n"
+)
 """Reads a range of a table stream as one string (so the client parses one reply, not five per
 event): per entry ``>BBI`` (lengths of the stream id, the hash and the stored body), then the id,
 the raw hash and the stored body.  KEYS[1] the stream; ARGV start id, end id, COUNT."""

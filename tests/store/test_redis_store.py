@@ -103,6 +103,24 @@ async def test_a_finished_tables_command_ids_expire_after_the_match(
     assert 0 < await redis_client.pttl(key) <= 300  # a late command's record goes as well
 
 
+async def test_the_append_that_ends_a_match_indexes_the_table_as_sealed(
+    rstore: RedisEventStore, redis_client: redis.asyncio.Redis
+) -> None:
+    """The archiver's index (``KeySpace.sealed``): written in the append that sets 'over',
+    scored by its last event's time, once (a later append does not move it)."""
+    ks = rstore.keys
+    index = ks.sealed(ks.shard_of("t1"))
+    first = await rstore.append("t1", 0, GENESIS_HASH, "c1", [typical_body(0)], status="playing")
+    assert await redis_client.zscore(index, "t1") is None  # in play: not indexed
+    ended = {**typical_body(1), "time": 1_700_000_123_456}
+    last = await rstore.append("t1", 1, first.last_hash, "c2", [ended], status="over")
+    assert await redis_client.zscore(index, "t1") == 1_700_000_123_456
+    await rstore.append("t1", 2, last.last_hash, "c3", [], b"REFUSED")  # refused afterwards
+    again = {**typical_body(2), "time": 1_800_000_000_000}
+    await rstore.append("t1", 2, last.last_hash, "c4", [again], status="over")
+    assert await redis_client.zrange(index, 0, -1, withscores=True) == [(b"t1", 1_700_000_123_456)]
+
+
 async def test_finished_ids_none_keeps_command_ids_for_ever(
     redis_client: redis.asyncio.Redis, redis_ns: str
 ) -> None:
