@@ -4,8 +4,9 @@ The engine worker appends a feed entry (``t`` table, ``f`` first and ``l`` last 
 same atomic call that appends a table's events and records the command's result and views
 (``docs/services.md``): when the entry is read, the result and views are there to be read.  One
 blocking ``XREAD`` of one shard's feed at a time (one key: one cluster slot), one task a shard,
-from the feed's last entry when the run starts.  Rejections append nothing, so whoever waits
-also polls, at growing intervals.
+from the feed's last entry when the run starts.  Rejections append nothing: the engine
+workers' result hints (``<ns>:results``, one subscription) wake their tables, and whoever waits
+also polls, at growing intervals, for a hint that was lost.
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
+from services.hint_channels import results_channel
 from services.store.keys import KeySpace
 
 Wake = Callable[[str, int], None]
@@ -41,6 +45,9 @@ class FeedWatch:
             last: Any = await self.client.xrevrange(feed, "+", "-", count=1)
             start: bytes = last[0][0] if last else b"0-0"
             self.tasks.append(asyncio.create_task(self._follow(feed, start)))
+        subscribed = asyncio.Event()
+        self.tasks.append(asyncio.create_task(self._hints(subscribed)))
+        await asyncio.wait_for(subscribed.wait(), 10)
 
     async def close(self) -> None:
         """Stop following."""
@@ -69,3 +76,25 @@ class FeedWatch:
                     wake = self.watching.get(table_id)
                     if wake is not None:
                         wake(table_id, 1)
+
+    async def _hints(self, subscribed: asyncio.Event) -> None:
+        """Wake the watched tables named by result hints (a hint a line, JSON); resubscribe
+        after a dropped subscription (what it missed, the polls find)."""
+        while True:
+            pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(results_channel(self.keys.ns))
+                subscribed.set()
+                async for message in pubsub.listen():
+                    if message.get("type") != "message":
+                        continue
+                    for line in message["data"].split(b"\n"):
+                        table_id = orjson.loads(line).get("table_id")
+                        wake = self.watching.get(table_id)
+                        if wake is not None:
+                            wake(table_id, 0)  # an answer, no append
+            except (RedisError, OSError, orjson.JSONDecodeError):
+                await asyncio.sleep(0.5)
+            finally:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
