@@ -140,6 +140,8 @@ class BotsRunner:
         self.log: Any = service_log.get_logger("bots_runner")
         self._bots: dict[str, Bot] = {}
         self._sent: Lru[str, int] = Lru(remember)
+        self._idle: Lru[str, bool] = Lru(remember)
+        """Tables no bot will ever act at: none sits there (bots sit at creation), or over."""
 
     def bot(self, name: str) -> Bot:
         """Return the (shared, stateless) bot of a name."""
@@ -152,6 +154,8 @@ class BotsRunner:
         """Look at each table of ``entries`` once and send its bot's command, if one is due."""
         sent: list[BotCommand] = []
         for table_id in unique_tables(entries):
+            if table_id in self._idle:  # no load: most tables have no bot, and never will
+                continue
             move = await self.consider(table_id)
             if move is not None:
                 sent.append(move)
@@ -160,6 +164,9 @@ class BotsRunner:
     async def consider(self, table_id: str) -> BotCommand | None:
         """Load a table and send its bot's command if one is due and not yet sent by this runner."""
         table = await self.service.load(table_id)
+        if table.version > 0 and (not bot_seats(table) or (table.match and table.match.over)):
+            self._idle.remember(table_id, True)
+            return None
         if self._sent.get(table_id) == table.version:
             return None
         try:

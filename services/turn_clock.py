@@ -77,6 +77,7 @@ from services.feed_follower import (
     time_ms,
     unique_tables,
 )
+from services.lru import Lru
 from services.settings import Settings, load_settings
 from services.store.base import FeedEntry
 from services.store.client import connect
@@ -248,6 +249,8 @@ class TurnClock:
         self._disarm = client.register_script(DISARM_LUA)
         self._lease = client.register_script(LEASE_LUA)
         self._done = client.register_script(DONE_LUA)
+        self._untimed: Lru[str, bool] = Lru(100_000)
+        """Tables without a turn clock (set at creation): their feed entries load nothing."""
 
     def timer_keys(self, shard: int) -> list[str]:
         """Return the shard's timer keys: the sorted set and the hash of versions."""
@@ -259,12 +262,15 @@ class TurnClock:
     async def handle(self, entries: Iterable[FeedEntry]) -> None:
         """Arm or remove the timer of each table of ``entries`` at its latest version."""
         for table_id in unique_tables(entries):
-            await self.track(table_id)
+            if table_id not in self._untimed:
+                await self.track(table_id)
 
     async def track(self, table_id: str) -> int | None:
         """Arm the timer of a table at its latest version; return the deadline (None: none)."""
         table = await self.service.load(table_id)
         if table.turn_seconds is None:
+            if table.version > 0:
+                self._untimed.remember(table_id, True)
             return None
         keys = self.timer_keys(self.keys.shard_of(table_id))
         seat = timed_seat(table)

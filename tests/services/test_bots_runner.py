@@ -25,7 +25,7 @@ from events import commands as wc
 from events.chain import verify_chain
 from events.commands import parse_command
 from events.mapping import to_wire_command
-from services.bots_runner import bot_command, bot_command_id, run_bots
+from services.bots_runner import BotsRunner, bot_command, bot_command_id, run_bots
 from services.feed_follower import FeedFollower, submit_command, time_ms
 from services.settings import Settings, load_settings
 from services.store.keys import KeySpace
@@ -347,3 +347,30 @@ async def test_follower_resumes_after_its_checkpoint(
     command = wc.CreateTable(command_id="create-0009", table_id="follow-9")
     assert (await service.execute(command, None)).ok
     assert [e.table_id for e in await again.read()] == ["follow-9"]
+
+
+async def test_tables_without_a_bot_are_loaded_once_then_skipped(
+    settings: Settings, redis_client: Redis
+) -> None:
+    """A table seats its bots at creation: one load shows that it has none, and its later feed
+    entries (or those of a match over) cost the runner no read."""
+    store = RedisEventStore(redis_client, settings.keys)
+    service = TableService(store)
+    runner = BotsRunner(redis_client, settings.keys, service=service)
+    loads: list[str] = []
+    load = service.load
+
+    async def counted(table_id: str, **kwargs: Any) -> Table:
+        loads.append(table_id)
+        return await load(table_id, **kwargs)
+
+    humans = wc.CreateTable(command_id="create-0001", table_id="humans")
+    with_bot = wc.CreateTable(command_id="create-0002", table_id="botted", bots={1: "greedy"})
+    for command in (humans, with_bot):
+        assert (await service.execute(command, None)).ok
+    service.load = counted  # type: ignore[method-assign]
+    follower = FeedFollower(redis_client, settings.keys, "bots-skip")
+    entries = await follower.read(block_ms=0)
+    await runner.handle(entries)
+    await runner.handle(entries)
+    assert loads.count("humans") == 1 and loads.count("botted") == 2

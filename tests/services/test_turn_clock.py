@@ -369,3 +369,28 @@ async def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out: {got!r} != {expected!r}")
         await asyncio.sleep(0.02)
+
+
+async def test_untimed_tables_are_loaded_once_then_skipped(
+    settings: Settings, redis_client: Redis
+) -> None:
+    """The turn clock is set at creation: one load shows a table has none, and its later feed
+    entries cost the clock no read."""
+    service = TableService(RedisEventStore(redis_client, settings.keys))
+    clock = TurnClock(redis_client, settings.keys, service=service)
+    loads: list[str] = []
+    load = service.load
+
+    async def counted(table_id: str, **kwargs: Any) -> Table:
+        loads.append(table_id)
+        return await load(table_id, **kwargs)
+
+    await seat_two_humans(service, "timed")
+    untimed = wc.CreateTable(command_id="create-0009", table_id="untimed")
+    assert (await service.execute(untimed, None)).ok
+    service.load = counted  # type: ignore[method-assign]
+    follower = FeedFollower(redis_client, settings.keys, "clock-skip")
+    entries = await follower.read(block_ms=0)
+    await clock.handle(entries)
+    await clock.handle(entries)
+    assert loads.count("untimed") == 1 and loads.count("timed") == 2
