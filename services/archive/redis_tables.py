@@ -24,6 +24,7 @@ from redis.asyncio import Redis
 
 from events.chain import GENESIS_HASH
 from services.store.base import Head, StoredEvent, StoreError
+from services.store.client import load_missing
 from services.store.codec import decode_packed, unpack_body
 from services.store.keys import KeySpace
 from services.store.redis_store import RedisEventStore
@@ -139,6 +140,7 @@ async def export_tables(client: Redis, keys: KeySpace, table_ids: Sequence[str])
     if not table_ids:
         return []
     script = client.register_script(EXPORT_LUA)
+    await load_missing(client, [script])
     async with client.pipeline(transaction=False) as pipe:
         for t in table_ids:
             await script(keys=export_keys(keys, t), args=[], client=pipe)
@@ -154,6 +156,7 @@ async def delete_tables(
     if not heads:
         return []
     script = client.register_script(DELETE_LUA)
+    await load_missing(client, [script])
     async with client.pipeline(transaction=False) as pipe:
         for table_id, head in heads:
             await script(

@@ -261,6 +261,15 @@ def test_bot_tables_on_a_cluster_survive_a_master_killed_and_restarted(
     assert rebuild.returncode == 0, rebuild.stderr[-3000:]
     assert asyncio.run(_views(cluster.url, tables)) == before
 
+    # the finished tables leave every master for the archive, and audit the same from there
+    archive = run_cli(env, "archive", "--archive-dir", str(tmp_path / "archive"),
+                      "--older-than", "0", "--json")  # fmt: skip
+    assert archive.returncode == 0, archive.stdout[-2000:] + archive.stderr[-2000:]
+    assert asyncio.run(_views(cluster.url, tables)) == dict.fromkeys(before)  # keys gone
+    again = run_cli(env, "audit", "--all", "--json", "--archive-dir", str(tmp_path / "archive"))
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert json.loads(again.stdout)["tables"] == report["tables"]
+
 
 async def _check_store(url: str, tables: list[str]) -> None:
     settings = load_settings(redis_url=url, namespace=NAMESPACE, shards=SHARDS)
