@@ -48,6 +48,13 @@ class Settings(BaseSettings):
     workers store views with their appends): its next round then reads a bigger batch."""
     result_wait_ms: int = Field(default=5_000, ge=0)
     resume_gap: int = Field(default=500, ge=1)
+    drop_hints: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="fraction of hint messages the engine workers and projectors drop instead "
+        "of publishing: a fault for tests that no waiter rests on hints; 0 in production",
+    )
     insecure_deal_key: str | None = Field(
         default=None,
         description="hex key that makes decks predictable; benchmarks and tests only",

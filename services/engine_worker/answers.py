@@ -11,6 +11,7 @@ from services import compact_json
 from services.engine_worker.entries import _Entry, _Malformed
 from services.engine_worker.metrics import _ACCEPTED, _DUPLICATE, _REJECTED
 from services.engine_worker.streams import GROUP
+from services.hint_channels import hint_dropped
 from services.store.base import VersionConflict
 from services.table_service import MAX_CONFLICT_RETRIES, Outcome
 
@@ -156,12 +157,13 @@ async def acknowledge(
     streams = {stream: ids for stream, ids in acks.items() if ids}
     if not streams and not hints and not views:
         return
+    drop = worker.settings.drop_hints  # a fault for tests
     async with worker.client.pipeline(transaction=False) as pipe:
         for stream, ids in streams.items():
             pipe.xack(stream, GROUP, *ids)
-        if hints:
+        if hints and not hint_dropped(drop):
             pipe.publish(worker.results_channel, "\n".join(hints))
-        if views:
+        if views and not hint_dropped(drop):
             pipe.publish(worker.views_channel, "\n".join(views))
         await pipe.execute()
 
