@@ -390,17 +390,19 @@ class Driver:
         """Wait until every table of the goal is reached, at most ``timeout`` seconds.
 
         Hints are at most once (a subscriber that falls behind is disconnected, a publisher
-        whose call fails loses them), so the wait does not rest on them alone: after
-        :data:`RECHECK` seconds without a hint, after a lost subscription, and at least every
-        :data:`RECHECK_EVERY` seconds, it reads the store for the tables still awaited
-        (:meth:`recheck`).  A lost hint thus costs at most that long, and shows in
-        ``rechecked``."""
+        whose call fails loses them), so the wait does not rest on them alone: it reads the
+        store for the tables still awaited (:meth:`at_goal`) after :data:`RECHECK` seconds
+        without a hint or after a lost subscription, and takes what it finds there; and every
+        :data:`RECHECK_EVERY` seconds whatever the hints, taking only what the previous such
+        read found too (a hint on its way is not a lost one).  A lost hint thus costs at most
+        a second once the hints stop, and shows in ``rechecked``."""
         hints = self.hints
         self.rechecked = 0
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         checked = loop.time()
         heard = (hints.messages, hints.drops)
+        suspects: set[str] = set()
         while not hints.done.is_set():
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -409,18 +411,21 @@ class Driver:
                 await asyncio.wait_for(hints.done.wait(), min(RECHECK, remaining))
             if hints.done.is_set():
                 break
-            quiet = hints.messages == heard[0]
-            if quiet or hints.drops != heard[1] or loop.time() - checked >= RECHECK_EVERY:
-                self.rechecked += await self.recheck()
+            silent = hints.messages == heard[0] or hints.drops != heard[1]
+            if silent or loop.time() - checked >= RECHECK_EVERY:
+                found = await self.at_goal()
+                taken = set(found) if silent else suspects.intersection(found)
+                suspects = set(found) - taken
+                self.rechecked += sum(hints.reached(t, found[t]) for t in taken)
                 checked = loop.time()
             heard = (hints.messages, hints.drops)
         return True
 
-    async def recheck(self) -> int:
-        """Read the head, then the ``public`` view, of every table still awaited; count those
-        whose view has reached the goal (one pipeline of 500 tables at a time)."""
+    async def at_goal(self) -> dict[str, int]:
+        """Read the head, then the ``public`` view, of every table still awaited (pipelines of
+        500 tables): the view version of those whose view has reached the goal."""
         waiting = list(self.hints.goal)
-        found = 0
+        found: dict[str, int] = {}
         for i in range(0, len(waiting), 500):
             chunk = waiting[i : i + 500]
             async with self.client.pipeline(transaction=False) as pipe:
@@ -437,8 +442,8 @@ class Driver:
                 views = await pipe.execute()
             for table_id, raw in zip(moved, views, strict=True):
                 version = orjson.loads(raw).get("version") if raw else None
-                if isinstance(version, int) and self.hints.reached(table_id, version):
-                    found += 1
+                if isinstance(version, int) and version >= goal.get(table_id, 0):
+                    found[table_id] = version
         return found
 
     async def verify(self, games: Sequence[Game], upto: dict[str, int] | None = None) -> int:

@@ -10,8 +10,10 @@ import uuid
 from collections import deque
 from typing import Any
 
+import pytest
 import redis.asyncio
 
+import bench.pipeline
 from bench.pipeline import RECHECK, Driver, Hints, redis_forks, timeline
 from bench.raw_redis import RawSender
 from services.store.client import connect
@@ -92,6 +94,38 @@ async def test_a_wait_finishes_on_the_store_when_hints_are_lost(private_redis: s
     finally:
         await hints.stop()
         await client.aclose()
+
+
+async def test_a_wait_takes_a_lost_hint_from_the_store_while_other_hints_flow(
+    redis_url: str, redis_client: redis.asyncio.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hints of another table keep coming, so the wait is never quiet: its periodic read
+    takes a table the store shows at its goal once two such reads in a row found it."""
+    monkeypatch.setattr(bench.pipeline, "RECHECK_EVERY", 1.5)
+    ns = f"test-flow-{uuid.uuid4().hex[:8]}"
+    keys = KeySpace(ns=ns, shards=4)
+    hints = Hints(redis_url, f"{ns}:views")
+    await hints.start()
+    driver = Driver(redis_client, RawSender(), keys, hints)
+
+    async def chatter() -> None:
+        for n in range(1, 1000):
+            await redis_client.publish(f"{ns}:views", f"other {n}")
+            await asyncio.sleep(0.1)
+
+    noise = asyncio.create_task(chatter())
+    try:
+        await redis_client.hset(keys.head("t1"), "version", 3)
+        await redis_client.set(keys.table_view("t1", "public"), '{"version":3}')
+        hints.expect({"t1": 3})
+        started = time.perf_counter()
+        assert await driver._wait(20)
+        waited = time.perf_counter() - started
+        assert driver.rechecked == 1 and 2 * 1.5 <= waited <= 2 * 1.5 + 2 * RECHECK + 1
+    finally:
+        noise.cancel()
+        await hints.stop()
+        await redis_client.delete(keys.head("t1"), keys.table_view("t1", "public"))
 
 
 async def eventually(probe: Any, accept: Any, timeout: float = 5.0) -> None:
