@@ -2,7 +2,9 @@
 
 A :class:`Room` follows its table for every connection on it: on a result hint it reads the
 table's new events from the store once and hands each connection the ones it may see; on a view
-hint it reads the views once per part in use and hands each connection its own.  Everything a
+hint it reads the views once per part in use and hands each connection its own.  Hints are at
+most once, so :class:`Rooms` also reads every room's head each :data:`RECHECK_SECONDS` and
+pokes the rooms a lost hint left behind.  Everything a
 room does happens under its lock, so a connection joining (and catching up) never interleaves
 with a live update: each connection gets every event it may see exactly once, in order.
 
