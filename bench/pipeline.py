@@ -108,6 +108,10 @@ TICK = 0.002
 pipeline): at 5,000 commands/s about 10 commands per pipeline."""
 TIMELINE_WINDOW = 0.5
 """Seconds of send time per row of a paced phase's latency ``timeline``."""
+RECHECK = 1.0
+"""Seconds without a hint after which a waiting driver reads the store (``Driver._wait``)."""
+RECHECK_EVERY = 10.0
+"""The longest a waiting driver goes without reading the store, hints or not."""
 
 
 # --- the driver --------------------------------------------------------------------------------
@@ -138,15 +142,37 @@ class Hints:
         self.goal: dict[str, int] = {}
         self.done = asyncio.Event()
         self.messages = 0
+        self.drops = 0
+        """Times the subscription was closed under the driver (and made again)."""
         self.task: asyncio.Task[None] | None = None
         self.writer: asyncio.StreamWriter | None = None
 
     async def start(self) -> None:
+        reader = await self._subscribe()
+        self.task = asyncio.create_task(self._follow(reader))
+
+    async def _subscribe(self) -> asyncio.StreamReader:
         reader, self.writer = await open_connection(self.url)
         channels = [self.channel] if self.results is None else [self.channel, self.results]
         self.writer.write(encode_command("SUBSCRIBE", *(c.encode() for c in channels)))
         await self.writer.drain()
-        self.task = asyncio.create_task(self._listen(reader))
+        return reader
+
+    async def _follow(self, reader: asyncio.StreamReader) -> None:
+        """Listen; when Redis closes the subscription (a slow subscriber passes its
+        ``client-output-buffer-limit pubsub``), count it in ``drops`` and subscribe again: the
+        hints of the gap are lost, which the driver's re-reads of the store make up for."""
+        while True:
+            with contextlib.suppress(OSError):
+                await self._listen(reader)
+            self.drops += 1
+            if self.writer is not None:
+                self.writer.close()
+            while True:
+                await asyncio.sleep(0.1)
+                with contextlib.suppress(OSError):
+                    reader = await self._subscribe()
+                    break
 
     async def _listen(self, reader: asyncio.StreamReader) -> None:
         """Read ``*3 $7 message $n <channel> $m <data>`` pushes (and the subscribe answer)."""
@@ -203,6 +229,19 @@ class Hints:
         if not self.goal:
             self.done.set()
 
+    def reached(self, table_id: str, version: int) -> bool:
+        """Note a table's view at ``version`` found in the store (not from a hint: no latency
+        is recorded); say whether that met the table's goal."""
+        if version > self.versions.get(table_id, 0):
+            self.versions[table_id] = version
+        target = self.goal.get(table_id)
+        if target is None or version < target:
+            return False
+        del self.goal[table_id]
+        if not self.goal:
+            self.done.set()
+        return True
+
     async def stop(self) -> None:
         await close_connection(self.task, self.writer)
 
@@ -245,6 +284,8 @@ class Driver:
         self.keys = keys
         self.hints = hints
         self.streams: dict[str, str] = {}
+        self.rechecked = 0
+        """Tables whose goal a wait found in the store instead of in a hint."""
 
     def stream(self, table_id: str) -> str:
         stream = self.streams.get(table_id)
@@ -283,6 +324,8 @@ class Driver:
             "seconds": round(elapsed, 3),
             "commands_per_s": round(len(order) / elapsed) if finished else None,
             "finished": finished,
+            "rechecked": self.rechecked,
+            "hint_drops": self.hints.drops,
         }
 
     async def paced(
@@ -329,6 +372,8 @@ class Driver:
             "rate_sent": round(sent / send_seconds),
             "seconds": round(send_seconds, 3),
             "finished": finished,
+            "rechecked": self.rechecked,
+            "hint_drops": self.hints.drops,
             "latencies": len(lat),
             "unanswered": unanswered,
             "p50_ms": ms(percentile(lat, 0.50)),
@@ -342,11 +387,64 @@ class Driver:
         }
 
     async def _wait(self, timeout: float) -> bool:
-        try:
-            await asyncio.wait_for(self.hints.done.wait(), timeout)
-        except TimeoutError:
-            return False
+        """Wait until every table of the goal is reached, at most ``timeout`` seconds.
+
+        Hints are at most once (a subscriber that falls behind is disconnected, a publisher
+        whose call fails loses them), so the wait does not rest on them alone: it reads the
+        store for the tables still awaited (:meth:`at_goal`) after :data:`RECHECK` seconds
+        without a hint or after a lost subscription, and takes what it finds there; and every
+        :data:`RECHECK_EVERY` seconds whatever the hints, taking only what the previous such
+        read found too (a hint on its way is not a lost one).  A lost hint thus costs at most
+        a second once the hints stop, and shows in ``rechecked``."""
+        hints = self.hints
+        self.rechecked = 0
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        checked = loop.time()
+        heard = (hints.messages, hints.drops)
+        suspects: set[str] = set()
+        while not hints.done.is_set():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(hints.done.wait(), min(RECHECK, remaining))
+            if hints.done.is_set():
+                break
+            silent = hints.messages == heard[0] or hints.drops != heard[1]
+            if silent or loop.time() - checked >= RECHECK_EVERY:
+                found = await self.at_goal()
+                taken = set(found) if silent else suspects.intersection(found)
+                suspects = set(found) - taken
+                self.rechecked += sum(hints.reached(t, found[t]) for t in taken)
+                checked = loop.time()
+            heard = (hints.messages, hints.drops)
         return True
+
+    async def at_goal(self) -> dict[str, int]:
+        """Read the head, then the ``public`` view, of every table still awaited (pipelines of
+        500 tables): the view version of those whose view has reached the goal."""
+        waiting = list(self.hints.goal)
+        found: dict[str, int] = {}
+        for i in range(0, len(waiting), 500):
+            chunk = waiting[i : i + 500]
+            async with self.client.pipeline(transaction=False) as pipe:
+                for table_id in chunk:
+                    pipe.hget(self.keys.head(table_id), "version")
+                heads = await pipe.execute()
+            goal = self.hints.goal
+            moved = [t for t, h in zip(chunk, heads, strict=True) if h and int(h) >= goal.get(t, 0)]
+            if not moved:
+                continue
+            async with self.client.pipeline(transaction=False) as pipe:
+                for table_id in moved:
+                    pipe.get(self.keys.table_view(table_id, "public"))
+                views = await pipe.execute()
+            for table_id, raw in zip(moved, views, strict=True):
+                version = orjson.loads(raw).get("version") if raw else None
+                if isinstance(version, int) and version >= goal.get(table_id, 0):
+                    found[table_id] = version
+        return found
 
     async def verify(self, games: Sequence[Game], upto: dict[str, int] | None = None) -> int:
         """Count the commands sent whose result is not ``ok`` or whose table's head or public

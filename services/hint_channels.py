@@ -8,7 +8,9 @@ answer.
 
 from __future__ import annotations
 
-__all__ = ["results_channel", "views_channel"]
+import random
+
+__all__ = ["hint_dropped", "results_channel", "views_channel"]
 
 
 def results_channel(namespace: str) -> str:
@@ -22,3 +24,9 @@ def views_channel(namespace: str) -> str:
     engine workers publish the views their appends stored, the projectors the views they
     write, and the gateways listen)."""
     return f"{namespace}:views"
+
+
+def hint_dropped(fraction: float) -> bool:
+    """Say whether a publisher drops this hint message: true for about ``fraction`` of them
+    (``Settings.drop_hints``, a fault for tests: every waiter must finish without hints)."""
+    return fraction > 0 and random.random() < fraction

@@ -58,6 +58,13 @@ class Settings(BaseSettings):
     command ids."""
     archive_interval_ms: int = Field(default=60_000, ge=100)
     """How often the archiver looks for tables to archive."""
+    drop_hints: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="fraction of hint messages the engine workers and projectors drop instead "
+        "of publishing: a fault for tests that no waiter rests on hints; 0 in production",
+    )
     insecure_deal_key: str | None = Field(
         default=None,
         description="hex key that makes decks predictable; benchmarks and tests only",

@@ -106,6 +106,12 @@ class Plan:
     following: Table | None
 
 
+SEALS_IN_FLIGHT = 4
+"""Seals a table service runs at once.  A batch can end hundreds of tables (a flood of 10,000
+tables ended 774 on one step); one connection a seal took the client's whole pool (redis-py's
+100), and the worker's appends and acknowledgements failed with it (docs/performance.md,
+"Lost hints")."""
+
 DECISION_ERRORS = (EngineError, ContractError, TableError, ValueError)
 """The errors that reject a command: its rejection is recorded under its id."""
 
@@ -140,6 +146,7 @@ class TableService:
         self.token_hasher = token_hasher
         self._cache: Lru[str, Table] = Lru(cache_size)
         self._sealing: set[asyncio.Task[None]] = set()
+        self._seal_slots = asyncio.Semaphore(SEALS_IN_FLIGHT)
 
     # --- loading -------------------------------------------------------------------------------
 
@@ -271,16 +278,18 @@ class TableService:
         """Give back the memory a finished table's stream keeps for more appends
         (``EventStore.seal``, after its last event), in a task of its own: nothing waits for it
         (no command comes after a table's last event), so a command or a batch does not wait a
-        round trip for it.  A failure is logged: the table is whole either way."""
+        round trip for it.  At most :data:`SEALS_IN_FLIGHT` seals hold a connection at once; the
+        others wait their turn.  A failure is logged: the table is whole either way."""
         task = asyncio.create_task(self._seal(table_id), name="seal")
         self._sealing.add(task)
         task.add_done_callback(self._sealing.discard)
 
     async def _seal(self, table_id: str) -> None:
-        try:
-            await self.store.seal(table_id)
-        except Exception:
-            _log.exception("seal failed", table=table_id)
+        async with self._seal_slots:
+            try:
+                await self.store.seal(table_id)
+            except Exception:
+                _log.exception("seal failed", table=table_id)
 
     async def sealed(self) -> None:
         """Wait until the seals started by :meth:`seal_soon` are done."""

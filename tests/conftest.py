@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -32,7 +33,7 @@ from services.store.client import connect
 
 pytest_plugins = ["pytester"]  # lets tests run a small pytest session against these fixtures
 
-REDIS_FIXTURES = frozenset({"redis_url", "redis_ns", "redis_client", "redis_sync"})
+REDIS_FIXTURES = frozenset({"redis_url", "redis_ns", "redis_client", "redis_sync", "private_redis"})
 TESTCONTAINERS_IMAGE = os.environ.get("REDIS_TEST_IMAGE", "redis:7.4-alpine")
 
 
@@ -148,6 +149,18 @@ def redis_sync(redis_url: str) -> Iterator[redis.Redis]:
         yield client
     finally:
         client.close()
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[str]:
+    """The URL of a Redis of this test alone (``LocalRedis`` in a temporary folder): for a test
+    that disconnects clients or reconfigures the server, which the shared Redis must not see."""
+    server = LocalRedis(tmp_path / "private-redis", stop_timeout=10)
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselection looks at the markers

@@ -13,6 +13,7 @@ from services import compact_json
 from services.engine_worker.entries import _Entry, _Malformed
 from services.engine_worker.metrics import _ACCEPTED, _DUPLICATE, _REJECTED
 from services.engine_worker.streams import GROUP
+from services.hint_channels import hint_dropped
 from services.store.base import VersionConflict
 from services.table_service import MAX_CONFLICT_RETRIES, Outcome
 
@@ -158,26 +159,26 @@ async def acknowledge(
     streams = {stream: ids for stream, ids in acks.items() if ids}
     if not streams and not hints and not views:
         return
-    messages = [(worker.results_channel, hints), (worker.views_channel, views)]
+    drop = worker.settings.drop_hints  # a fault for tests
+    messages = [
+        (channel, lines)
+        for channel, lines in ((worker.results_channel, hints), (worker.views_channel, views))
+        if lines and not hint_dropped(drop)
+    ]
     if isinstance(worker.client, RedisCluster):  # its pipelines refuse PUBLISH: one call each
         async with worker.client.pipeline(transaction=False) as pipe:
             for stream, ids in streams.items():
                 pipe.xack(stream, GROUP, *ids)
             await asyncio.gather(
                 pipe.execute(),
-                *(
-                    worker.client.publish(channel, "\n".join(lines))
-                    for channel, lines in messages
-                    if lines
-                ),
+                *(worker.client.publish(channel, "\n".join(lines)) for channel, lines in messages),
             )
         return
     async with worker.client.pipeline(transaction=False) as pipe:
         for stream, ids in streams.items():
             pipe.xack(stream, GROUP, *ids)
         for channel, lines in messages:
-            if lines:
-                pipe.publish(channel, "\n".join(lines))
+            pipe.publish(channel, "\n".join(lines))
         await pipe.execute()
 
 

@@ -165,6 +165,8 @@ class EngineWorker:
         await self.leases.heartbeat()
         self.started = True
         self.log.info("engine worker started", shards=settings.shards, lease_ms=settings.lease_ms)
+        if settings.drop_hints:
+            self.log.warning("hints dropped on purpose: a fault", share=settings.drop_hints)
 
     async def _build_service(self) -> TableService:
         """The injected factory's table service, or one with the deployment's seat tokens."""

@@ -69,6 +69,19 @@ def seal_all(stored: Iterable[StoredEvent], open_from: int | None) -> list[Outgo
     return [outgoing(e, open_from is not None and e.version > open_from) for e in stored]
 
 
+def seal_each(
+    stored: Iterable[StoredEvent], open_from: int | None
+) -> tuple[list[Outgoing], int | None]:
+    """Return the outgoing events of a live update, each sealed as the deal stood at it (as if
+    they went out one command at a time, however many a read brought), and the
+    ``deal_started`` version of the deal in play after them."""
+    out = []
+    for event in stored:
+        open_from = advance(open_from, (event,))
+        out.append(outgoing(event, open_from is not None and event.version > open_from))
+    return out, open_from
+
+
 class DealTracker:
     """Knows, per table, where the deal in play started at a given version (cached)."""
 

@@ -5,7 +5,8 @@ fields ``c`` (the command's JSON), ``s`` (the seat, ``""`` for create and join) 
 (received, ms), and waits for the engine worker.  The result it answers with is the one the
 store recorded under the command id (``<ns>:{sNN}:t:<table>:cmdids``: ``"<first> <last>
 <result>"``, ``services.store.redis_store.command_record``), read
-when the ``<ns>:results`` hint arrives and, in case a hint was missed, at growing intervals.  A
+when the ``<ns>:results`` hint arrives and, in case a hint was missed (pub/sub delivers at most
+once), at growing intervals: :data:`FIRST_POLL` doubling up to :data:`MAX_POLL`.  A
 command id the store already knows is answered from the store without enqueueing it again.
 After ``result_wait_ms`` without a result the answer is *pending*: the command is queued, and
 sending it again with the same id returns its result once there is one.
@@ -22,9 +23,16 @@ from typing import Any
 from redis.asyncio import Redis
 
 from events import commands as wc
+from services.gateway import metrics
 from services.gateway.hub import Hub
 from services.store.keys import KeySpace
 from services.store.redis_store import command_record
+
+FIRST_POLL = 0.05
+"""Seconds after the XADD when a command's waiter first reads the store without a hint."""
+MAX_POLL = 0.5
+"""The longest a command's waiter goes without reading the store: the most a lost hint delays
+its answer."""
 
 
 @dataclass(frozen=True)
@@ -91,8 +99,8 @@ class Intake:
         hub: Hub,
         wait_ms: int,
         *,
-        first_poll: float = 0.05,
-        max_poll: float = 0.5,
+        first_poll: float = FIRST_POLL,
+        max_poll: float = MAX_POLL,
     ) -> None:
         self.redis = redis
         self.keys = keys
@@ -139,9 +147,12 @@ class Intake:
                     await asyncio.wait_for(hinted.event.wait(), min(poll, remaining))
                 except TimeoutError:
                     poll = min(poll * 2, self.max_poll)
+                woken = hinted.event.is_set()
                 hinted.event.clear()
                 answer = await self.recorded(command.table_id, command.command_id)
                 if answer is not None:
+                    if not woken:
+                        metrics.RECHECKED.labels("result").inc()
                     return answer
                 if hinted.result is not None and not hinted.result.get("ok"):
                     return Answer(hinted.result)  # refused without a record (unparseable)

@@ -2,7 +2,9 @@
 
 A :class:`Room` follows its table for every connection on it: on a result hint it reads the
 table's new events from the store once and hands each connection the ones it may see; on a view
-hint it reads the views once per part in use and hands each connection its own.  Everything a
+hint it reads the views once per part in use and hands each connection its own.  Hints are at
+most once, so :class:`Rooms` also reads every room's head each :data:`RECHECK_SECONDS` and
+pokes the rooms a lost hint left behind.  Everything a
 room does happens under its lock, so a connection joining (and catching up) never interleaves
 with a live update: each connection gets every event it may see exactly once, in order.
 
@@ -24,7 +26,7 @@ import contextlib
 from typing import Any
 
 from services.gateway import metrics
-from services.gateway.feed import DealTracker, Outgoing, advance, seal_all
+from services.gateway.feed import DealTracker, Outgoing, seal_all, seal_each
 from services.gateway.hub import Hub
 from services.gateway.views import Views
 from services.store.base import EventStore
@@ -32,6 +34,12 @@ from services.view_parts import version_of, viewer_of
 
 MAX_QUEUE = 2_000
 CLOSE_TOO_SLOW = 4008
+RECHECK_SECONDS = 1.0
+"""How often the rooms read their tables' heads whatever the hints say: hints are at most once
+(a gateway whose subscription drops, or a publisher whose call fails, loses them), so a lost
+hint delays a live update by at most this and a read (docs/services.md, "Hints")."""
+RECHECK_BATCH = 500
+"""Tables whose heads one pipeline of the re-check reads."""
 
 
 class Connection:
@@ -116,6 +124,17 @@ class Room:
             self._views_wanted = True
         self._wanted.set()
 
+    def recheck(self, head: int) -> bool:
+        """Poke the room when the table's ``head`` version is past the events it handed out or
+        a connection's view is older than them (what a lost hint leaves); say whether it did."""
+        version = self.version
+        if version is None:
+            return False  # not caught up once yet: its join reads the store anyway
+        if head <= version and all(c.view_version >= version for c in self.connections):
+            return False
+        self.poke(version)  # events and views
+        return True
+
     async def _run(self) -> None:
         while True:
             await self._wanted.wait()
@@ -147,10 +166,9 @@ class Room:
         new = await self.store.read(self.table_id, version + 1)
         if not new:
             return
-        self.open_from = advance(self.open_from, new)
+        outgoing, self.open_from = seal_each(new, self.open_from)
         self.version = new[-1].version
         self.tracker.remember(self.table_id, self.version, self.open_from)
-        outgoing = seal_all(new, self.open_from)
         for connection in self.connections:
             for event in outgoing:
                 connection.send_event(event)
@@ -221,6 +239,8 @@ class Rooms:
         self.resume_gap = resume_gap
         self.log = log
         self.rooms: dict[str, Room] = {}
+        self.recheck_seconds = RECHECK_SECONDS
+        self._rechecks: asyncio.Task[None] | None = None
 
     async def enter(self, table_id: str, connection: Connection, after: int | None) -> Room:
         """Put a connection in its table's room, caught up; returns the room."""
@@ -230,6 +250,8 @@ class Rooms:
             self.rooms[table_id] = room
             self.hub.watch(table_id, room.poke)
             room.start()
+            if self._rechecks is None:
+                self._rechecks = asyncio.create_task(self._recheck_loop(), name="rooms-recheck")
         room.users += 1
         metrics.WS_CONNECTIONS.inc()
         try:
@@ -249,8 +271,34 @@ class Rooms:
             self.hub.unwatch(room.table_id, room.poke)
             await room.stop()
 
+    async def recheck(self) -> int:
+        """Read the head of every room's table and poke the rooms a lost hint left behind
+        (:meth:`Room.recheck`); return how many were poked."""
+        rooms = list(self.rooms.values())
+        poked = 0
+        for i in range(0, len(rooms), RECHECK_BATCH):
+            chunk = rooms[i : i + RECHECK_BATCH]
+            heads = await self.store.versions([room.table_id for room in chunk])
+            poked += sum(room.recheck(head) for room, head in zip(chunk, heads, strict=True))
+        if poked:
+            metrics.RECHECKED.labels("room").inc(poked)
+        return poked
+
+    async def _recheck_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.recheck_seconds)
+            try:
+                await self.recheck()
+            except Exception as exc:  # Redis away: the next round tries again
+                self.log.warning("rooms_recheck_failed", error=repr(exc))
+
     async def close(self) -> None:
-        """Stop every room."""
+        """Stop every room and the re-checks."""
+        if self._rechecks is not None:
+            self._rechecks.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._rechecks
+            self._rechecks = None
         for room in list(self.rooms.values()):
             self.hub.unwatch(room.table_id, room.poke)
             await room.stop()

@@ -28,3 +28,9 @@ WS_MESSAGES = Counter(
     "conquian_gateway_ws_messages_total", "WebSocket messages sent by kind", ["kind"]
 )
 HINTS = Counter("conquian_gateway_hints_total", "Pub/sub hints received by channel", ["channel"])
+RECHECKED = Counter(
+    "conquian_gateway_rechecked_total",
+    "What a re-read of the store found before any hint said so (a hint lost or late), by "
+    "waiter: result (a command's answer), view (a min_version wait), room (a live table)",
+    ["waiter"],
+)

@@ -20,11 +20,15 @@ import orjson
 from redis.asyncio import Redis
 
 from services.archive.reads import ArchiveReader
+from services.gateway import metrics
 from services.gateway.hub import Hub
 from services.store.keys import KeySpace
 from services.view_parts import PUBLIC, assemble, parts_for, version_of
 
-__all__ = ["Views"]
+__all__ = ["MAX_POLL", "Views"]
+
+MAX_POLL = 0.5
+"""The longest a view wait goes without re-reading the view: the most a lost hint delays it."""
 
 
 def _parse(raw: bytes | str | None) -> dict[str, Any] | None:
@@ -73,14 +77,20 @@ class Views:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         poll = 0.05
+        woken = True
         with self.hub.view_waiter(table_id) as moved:
             while True:
                 view = await self.read(table_id, viewer)
                 remaining = deadline - loop.time()
-                if version_of(view) >= min_version or remaining <= 0:
+                if version_of(view) >= min_version:
+                    if not woken:
+                        metrics.RECHECKED.labels("view").inc()
+                    return view
+                if remaining <= 0:
                     return view
                 try:
                     await asyncio.wait_for(moved.wait(), min(poll, remaining))
                 except TimeoutError:
-                    poll = min(poll * 2, 0.5)
+                    poll = min(poll * 2, MAX_POLL)
+                woken = moved.is_set()
                 moved.clear()

@@ -11,7 +11,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
-from services.hint_channels import views_channel
+from services.hint_channels import hint_dropped, views_channel
 from services.log import get_logger
 from services.lru import Lru
 from services.projector.records import ShardWrite
@@ -50,8 +50,11 @@ class ProjectorCore:
         lease_ms: int = 10_000,
         read_chunk: int = READ_CHUNK,
         clock: Callable[[], float] = time.time,
+        drop_hints: float = 0.0,
     ) -> None:
         self.client = client
+        self.drop_hints = drop_hints
+        """The fraction of its hint messages the projector drops (a fault for tests)."""
         self.keys = keys
         self.owner = owner
         self.batch_size = batch_size
@@ -136,6 +139,8 @@ class ProjectorCore:
     def _write_call(self, w: ShardWrite) -> PipelineCall:
         keys = [self.checkpoint_key(w.shard), self.lease_key(w.shard), *w.views]
         hints = "\n".join(w.hints)  # one message per shard write (docs/services.md)
+        if hint_dropped(self.drop_hints):
+            hints = ""  # '' publishes nothing
         args: list[Any] = [
             w.expected,
             w.position,

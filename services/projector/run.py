@@ -53,6 +53,7 @@ def projector_for(client: Redis, settings: Settings) -> Projector:
         owner=_owner(settings),
         batch_size=settings.batch_size,
         lease_ms=settings.lease_ms,
+        drop_hints=settings.drop_hints,
     )
 
 

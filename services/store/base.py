@@ -314,6 +314,10 @@ class EventStore(abc.ABC):
     async def head(self, table_id: str) -> Head:
         """The table's head; ``Head()`` (version 0, genesis) for a table never written."""
 
+    async def versions(self, table_ids: Sequence[str]) -> list[int]:
+        """The head version of each table (0 for a table never written), in order."""
+        return [(await self.head(t)).version for t in table_ids]
+
     @abc.abstractmethod
     async def read_feed(self, shard: int, after: str = "0-0", count: int = 100) -> list[FeedEntry]:
         """Up to ``count`` feed entries of ``shard`` after position ``after``."""

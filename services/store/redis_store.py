@@ -350,6 +350,14 @@ class RedisEventStore(EventStore):
             status.decode("utf-8") if status is not None else None,
         )
 
+    async def versions(self, table_ids: Sequence[str]) -> list[int]:
+        """The head version of each table, one pipeline of ``HGET``s (per node on a cluster)."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            for table_id in table_ids:
+                pipe.hget(self.keys.head(table_id), "version")
+            replies = await pipe.execute()
+        return [int(v) if v is not None else 0 for v in replies]
+
     async def read_feed(self, shard: int, after: str = "0-0", count: int = 100) -> list[FeedEntry]:
         start = "-" if after in ("0", "0-0", "") else f"({after}"
         entries = cast(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import random
 from typing import Any
@@ -12,7 +13,7 @@ from engine.bots import make_bot
 from events.commands import parse_command
 from events.mapping import to_wire_command
 from services.store.memory_store import MemoryEventStore
-from services.table_service import Outcome, TableService
+from services.table_service import SEALS_IN_FLIGHT, Outcome, TableService
 
 KEY = bytes(range(32))
 
@@ -213,3 +214,37 @@ async def test_loading_a_table_with_no_events_reads_the_head_alone() -> None:
     again = await TableService(store, insecure_deal_key=KEY).load("T-new")  # events: all three
     assert store.calls == ["head", "read", "secrets"]
     assert again == service.cached("T-new")
+
+
+class SlowSeals(MemoryEventStore):
+    """A memory store whose seals wait to be released, counting how many run at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.running = 0
+        self.most = 0
+        self.done: list[str] = []
+        self.release = asyncio.Event()
+
+    async def seal(self, table_id: str) -> None:
+        self.running += 1
+        self.most = max(self.most, self.running)
+        try:
+            await self.release.wait()
+            await super().seal(table_id)
+            self.done.append(table_id)
+        finally:
+            self.running -= 1
+
+
+async def test_many_tables_ending_at_once_seal_a_few_at_a_time() -> None:
+    store = SlowSeals()
+    service = TableService(store)
+    tables = [f"t-seal-{n:03d}" for n in range(60)]
+    for table_id in tables:
+        service.seal_soon(table_id)
+    await asyncio.sleep(0.05)
+    assert store.most == SEALS_IN_FLIGHT  # the rest wait their turn, holding no connection
+    store.release.set()
+    await asyncio.wait_for(service.sealed(), 5)
+    assert sorted(store.done) == tables and store.most == SEALS_IN_FLIGHT

@@ -244,6 +244,13 @@ async def test_tables(store: EventStore) -> None:
     assert sorted([t async for t in store.tables()]) == ["a", "b", "c:1"]
 
 
+async def test_versions_of_many_tables(store: EventStore) -> None:
+    await fill(store, "a", 3)
+    await fill(store, "b", 5, per_command=2)
+    assert await store.versions(["b", "nothing", "a"]) == [5, 0, 3]
+    assert await store.versions([]) == []
+
+
 async def test_given_table_id_and_version_must_match(store: EventStore) -> None:
     ok = {**typical_body(0), "table_id": "t1", "version": 1, "hash": "x", "prev_hash": "y"}
     res = await store.append("t1", 0, GENESIS_HASH, "c1", [ok])
