@@ -5,6 +5,9 @@ images are pinned; every compose service is health-checked or waits for Redis to
 every Kubernetes workload has readiness and liveness probes and resource limits, probing ports
 its process serves; the environment variables are settings the code reads; and every command,
 probe and health check starts a module, app or import that exists in the repository.
+
+The Redis Cluster variants are read the same way: ``compose.cluster.yaml`` merged over
+``compose.yaml`` by Compose's rules (``merged``), and ``deploy/k8s-cluster``'s manifests.
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ import importlib.util
 import json
 import re
 import shlex
+import subprocess
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -29,6 +34,8 @@ from services.settings import Settings
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
+K8S_CLUSTER = DEPLOY / "k8s-cluster"
+CLUSTER_SCRIPTS = ("cluster-node.sh", "cluster-init.sh")
 WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet"}
 OURS = ("CONQUIAN_", "REDIS_")
 """Environment variable prefixes that belong to this project (PYTHON*, PATH, … are not)."""
@@ -37,15 +44,94 @@ OURS = ("CONQUIAN_", "REDIS_")
 # --- reading the files ------------------------------------------------------------------------
 
 
+class Override:
+    """A value tagged ``!override`` in a Compose file: it replaces what the files before said."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+class Reset:
+    """A value tagged ``!reset``: the key is removed from what the files before said."""
+
+
+class ComposeLoader(yaml.SafeLoader):
+    """Safe YAML with Compose's merge tags ``!override`` and ``!reset``."""
+
+
+def _construct(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    if isinstance(node, yaml.MappingNode):
+        return loader.construct_mapping(node, deep=True)
+    if isinstance(node, yaml.SequenceNode):
+        return loader.construct_sequence(node, deep=True)
+    return loader.construct_scalar(node)  # type: ignore[arg-type]
+
+
+ComposeLoader.add_constructor("!override", lambda ld, node: Override(_construct(ld, node)))
+ComposeLoader.add_constructor("!reset", lambda ld, node: Reset())
+
+
 def documents(path: Path) -> list[Any]:
     """The YAML documents of a file, empty ones left out."""
-    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
+    return [doc for doc in yaml.load_all(path.read_text(), ComposeLoader) if doc is not None]
+
+
+REPLACED = {("command",), ("entrypoint",), ("healthcheck", "test")}
+"""Sequences that a later Compose file replaces rather than extends."""
+
+
+def merged(base: Any, over: Any, path: tuple[str, ...] = ()) -> Any:
+    """``over`` merged onto ``base`` by Compose's rules: mappings merge key by key, sequences
+    append (``command``, ``entrypoint`` and ``healthcheck.test`` are replaced), ``!override``
+    replaces, ``!reset`` removes, any other value replaces."""
+    if isinstance(over, Override):
+        return over.value
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for key, value in over.items():
+            if isinstance(value, Reset):
+                out.pop(key, None)
+            elif key in out:
+                out[key] = merged(out[key], value, (*path, str(key)))
+            else:
+                out[key] = merged(None, value, (*path, str(key)))
+        return out
+    replaced = path[-1:] in REPLACED or path[-2:] in REPLACED
+    if isinstance(base, list) and isinstance(over, list) and not replaced:
+        return base + over
+    return over
+
+
+def enabled(project: dict[str, Any], profiles: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The project as ``up`` runs it: services of a profile not in ``profiles`` left out."""
+    services = {
+        name: service
+        for name, service in project["services"].items()
+        if not service.get("profiles") or profiles & set(service["profiles"])
+    }
+    return {**project, "services": services}
 
 
 @cache
 def compose() -> dict[str, Any]:
-    doc: dict[str, Any] = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    [doc] = documents(DEPLOY / "compose.yaml")
+    assert isinstance(doc, dict)
     return doc
+
+
+@cache
+def compose_cluster() -> dict[str, Any]:
+    """``docker compose -f compose.yaml -f compose.cluster.yaml``: what ``up`` starts."""
+    [over] = documents(DEPLOY / "compose.cluster.yaml")
+    return enabled(merged(compose(), over))
+
+
+def compose_projects() -> dict[str, dict[str, Any]]:
+    return {"single": enabled(compose()), "cluster": compose_cluster()}
+
+
+def is_conquian(service: dict[str, Any]) -> bool:
+    return str(service.get("image", "")).startswith("conquian:")
 
 
 @cache
@@ -53,13 +139,24 @@ def k8s_docs() -> tuple[dict[str, Any], ...]:
     return tuple(doc for path in sorted(K8S.glob("*.yaml")) for doc in documents(path))
 
 
+@cache
+def k8s_cluster_docs() -> tuple[dict[str, Any], ...]:
+    """The manifests deploy/k8s-cluster adds (its kustomization and patches left out)."""
+    return tuple(
+        doc
+        for path in sorted(K8S_CLUSTER.glob("*.yaml"))
+        if path.name != "kustomization.yaml"
+        for doc in documents(path)
+    )
+
+
 def k8s_kind(*kinds: str) -> list[dict[str, Any]]:
     return [doc for doc in k8s_docs() if doc.get("kind") in kinds]
 
 
-def containers() -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(workload/container, container)`` of every k8s workload."""
-    for doc in k8s_kind(*WORKLOADS):
+def containers(kinds: tuple[str, ...] = tuple(WORKLOADS)) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(workload/container, container)`` of every k8s workload, deploy/k8s-cluster's too."""
+    for doc in (*k8s_kind(*kinds), *(d for d in k8s_cluster_docs() if d.get("kind") in kinds)):
         for container in doc["spec"]["template"]["spec"]["containers"]:
             yield f"{doc['metadata']['name']}/{container['name']}", container
 
@@ -231,21 +328,32 @@ def served_ports(argv: list[str], env: dict[str, str]) -> set[int]:
     }
     if "CONQUIAN_METRICS_PORT" in env:
         ports.add(int(env["CONQUIAN_METRICS_PORT"]))
-    if Path(argv[0]).name == "redis-server":
+    if runs_redis(argv):
         ports.add(6379)  # deploy/redis/redis.conf
+        if "--cluster-enabled" in argv:
+            ports.add(16379)  # the cluster bus: the port + 10000
     return ports
+
+
+def runs_redis(argv: list[str]) -> bool:
+    """redis-server, directly or through deploy/redis/cluster-node.sh (which execs it)."""
+    return Path(argv[0]).name == "redis-server" or (
+        Path(argv[0]).name == "sh" and len(argv) > 1 and Path(argv[1]).name == "cluster-node.sh"
+    )
 
 
 def all_commands() -> Iterator[tuple[str, list[str]]]:
     """Every command line in deploy/: CMD, compose commands and health checks, k8s commands and
     exec probes."""
     yield "Dockerfile CMD", docker_cmd()
-    for name, service in compose()["services"].items():
-        if "command" in service:
-            yield f"compose {name}", argv_of(service["command"])
-        if "healthcheck" in service:
-            yield f"compose {name} healthcheck", healthcheck_argv(service["healthcheck"]["test"])
-    for where, container in containers():
+    for project, spec in compose_projects().items():
+        for name, service in spec["services"].items():
+            if "command" in service:
+                yield f"compose {project} {name}", argv_of(service["command"])
+            if "healthcheck" in service:
+                test = service["healthcheck"]["test"]
+                yield f"compose {project} {name} healthcheck", healthcheck_argv(test)
+    for where, container in containers((*WORKLOADS, "Job")):
         yield f"k8s {where}", k8s_argv(container)
         for kind, probe in probes(container):
             if "exec" in probe:
@@ -285,29 +393,45 @@ def test_images_are_pinned() -> None:
         if instr == "FROM" and " AS " in rest.upper()
     }
     images = [image for image in froms if image not in stages]
-    images += [s["image"] for s in compose()["services"].values() if "image" in s]
-    images += [c["image"] for _, c in containers()]
+    for project in compose_projects().values():
+        images += [s["image"] for s in project["services"].values() if "image" in s]
+    images += [c["image"] for _, c in containers((*WORKLOADS, "Job"))]
     for kustomization in k8s_kind("Kustomization"):
         images += [f"{i.get('newName', i['name'])}:{i['newTag']}" for i in kustomization["images"]]
     assert images
     assert [p for p in map(image_problem, images) if p] == []
 
 
-def test_compose_services_are_health_checked_or_wait_for_redis() -> None:
-    services = compose()["services"]
+def waits_for(services: dict[str, Any], service: dict[str, Any]) -> set[str]:
+    """The services ``service`` starts after: healthy ones (with a health check), or one-shot
+    ones that completed successfully; never an optional dependency (``required: false``)."""
+    out = set()
+    for dep, how in (service.get("depends_on") or {}).items():
+        assert dep in services, f"depends on {dep}, which does not start"
+        assert how.get("required", True) is True, f"{dep}: an optional dependency"
+        healthy = how.get("condition") == "service_healthy" and "healthcheck" in services[dep]
+        if healthy or how.get("condition") == "service_completed_successfully":
+            out.add(dep)
+    return out
+
+
+STORE_READY = {"single": "redis", "cluster": "redis-cluster-init"}
+"""What every Conquian service waits for in each compose project."""
+
+
+@pytest.mark.parametrize("project", ["single", "cluster"])
+def test_compose_services_are_health_checked_or_wait_for_redis(project: str) -> None:
+    services = compose_projects()[project]["services"]
     for name, service in services.items():
-        waits = {
-            dep
-            for dep, how in (service.get("depends_on") or {}).items()
-            if how.get("condition") == "service_healthy" and "healthcheck" in services[dep]
-        }
+        waits = waits_for(services, service)
         assert "healthcheck" in service or waits, f"{name}: no healthcheck, waits for none"
-        if name != "redis":
-            assert "redis" in waits, f"{name} must wait for redis: condition: service_healthy"
+        if is_conquian(service):
+            assert STORE_READY[project] in waits, f"{name} must wait for {STORE_READY[project]}"
 
 
-def test_compose_health_checks_probe_ports_the_service_serves() -> None:
-    for name, service in compose()["services"].items():
+@pytest.mark.parametrize("project", ["single", "cluster"])
+def test_compose_health_checks_probe_ports_the_service_serves(project: str) -> None:
+    for name, service in compose_projects()[project]["services"].items():
         if "command" not in service or "healthcheck" not in service:
             continue
         argv = argv_of(service["command"])
@@ -316,10 +440,11 @@ def test_compose_health_checks_probe_ports_the_service_serves() -> None:
         assert ports <= served_ports(argv, compose_env(service)), name
 
 
-def test_compose_services_agree_on_shards_and_the_workers_fit() -> None:
-    services = compose()["services"]
+@pytest.mark.parametrize("project", ["single", "cluster"])
+def test_compose_services_agree_on_shards_and_the_workers_fit(project: str) -> None:
+    services = compose_projects()[project]["services"]
     for setting in ("CONQUIAN_SHARDS", "CONQUIAN_NAMESPACE", "REDIS_URL"):
-        values = {compose_env(s).get(setting) for n, s in services.items() if n != "redis"}
+        values = {compose_env(s).get(setting) for s in services.values() if is_conquian(s)}
         assert len(values) == 1 and None not in values, f"{setting}: {values}"
     shards = int(interpolated_default(compose_env(services["gateway"])["CONQUIAN_SHARDS"]))
     replicas = services["engine-worker"].get("deploy", {}).get("replicas", 1)
@@ -380,15 +505,18 @@ def env_names_used() -> Iterator[tuple[str, str]]:
     for instr, rest in dockerfile():
         if instr == "ENV":
             yield from (("Dockerfile", item.partition("=")[0]) for item in shlex.split(rest))
-    text = (DEPLOY / "compose.yaml").read_text()
-    yield from (("compose ${}", n) for n in re.findall(r"\$\{([A-Za-z_]\w*)", text))
-    for name, service in compose()["services"].items():
-        yield from ((f"compose {name}", key) for key in compose_env(service))
-    for doc in k8s_kind("ConfigMap", "Secret"):
-        if doc["metadata"]["name"] != "redis-config":
+    for path in (DEPLOY / "compose.yaml", DEPLOY / "compose.cluster.yaml"):
+        text = path.read_text()
+        yield from ((f"{path.name} ${{}}", n) for n in re.findall(r"\$\{([A-Za-z_]\w*)", text))
+    for project, spec in compose_projects().items():
+        for name, service in spec["services"].items():
+            yield from ((f"compose {project} {name}", key) for key in compose_env(service))
+    configmaps = [*k8s_kind("ConfigMap", "Secret"), *k8s_cluster_docs()]
+    for doc in (d for d in configmaps if d["kind"] in {"ConfigMap", "Secret"}):
+        if doc["metadata"]["name"] not in {"redis-config", "redis-cluster-scripts"}:
             data = {**doc.get("data", {}), **doc.get("stringData", {})}
             yield from ((doc["metadata"]["name"], key) for key in data)
-    for where, container in containers():
+    for where, container in containers((*WORKLOADS, "Job")):
         yield from ((where, e["name"]) for e in container.get("env", []))
         for ref in container.get("env", []):
             key_ref = ref.get("valueFrom", {}).get("secretKeyRef")
@@ -398,7 +526,8 @@ def env_names_used() -> Iterator[tuple[str, str]]:
 
 def test_environment_variables_are_settings_the_code_reads() -> None:
     used = list(env_names_used())
-    assert ("compose gateway", "CONQUIAN_TOKEN_SECRET") in used
+    assert ("compose single gateway", "CONQUIAN_TOKEN_SECRET") in used
+    assert ("compose cluster gateway", "REDIS_URL") in used
     unknown = [(where, n) for where, n in used if n.startswith(OURS) and n not in known_env_names()]
     assert unknown == []
 
@@ -458,3 +587,196 @@ def test_kustomization_lists_every_manifest_but_the_examples() -> None:
         if p.name != "kustomization.yaml" and not p.name.endswith(".example.yaml")
     }
     assert listed == present
+
+
+# --- the Redis Cluster variants ---------------------------------------------------------------
+
+
+def flag(argv: list[str], name: str) -> str | None:
+    """The value after ``--name`` in a command line, None when absent."""
+    return argv[argv.index(f"--{name}") + 1] if f"--{name}" in argv else None
+
+
+def cluster_nodes() -> dict[str, dict[str, Any]]:
+    services = compose_cluster()["services"]
+    return {n: s for n, s in services.items() if runs_redis(argv_of(s.get("command", [])))}
+
+
+def mounted(service: dict[str, Any]) -> dict[str, str]:
+    """A compose service's volumes, target → source."""
+    return {v.split(":")[1]: v.split(":")[0] for v in service.get("volumes", [])}
+
+
+def test_compose_default_is_the_single_redis() -> None:
+    services = enabled(compose())["services"]
+    assert not [
+        n for n, s in services.items() if "--cluster-enabled" in argv_of(s.get("command", []))
+    ]
+    for name, service in services.items():
+        if is_conquian(service):
+            assert set(service["depends_on"]) == {"redis"}, name
+            assert compose_env(service)["REDIS_URL"] == "redis://redis:6379/0", name
+
+
+def test_compose_cluster_nodes_run_the_single_redis_config_in_cluster_mode() -> None:
+    nodes = cluster_nodes()
+    single = compose()["services"]["redis"]
+    assert len(nodes) >= 3 and "redis" not in compose_cluster()["services"]
+    data_volumes = set()
+    for name, node in nodes.items():
+        argv = argv_of(node["command"])
+        volumes = mounted(node)
+        # The script and the configuration are the repository's files, where argv says.
+        assert volumes[argv[1]] == "./redis/cluster-node.sh", name
+        assert volumes[argv[2]] == "./redis/redis.conf" == mounted(single)[argv[2]], name
+        assert flag(argv, "cluster-enabled") == "yes", name
+        assert flag(argv, "cluster-config-file") == "nodes.conf", name
+        # nodes.conf lives where cluster-node.sh refreshes it: dir /data of redis.conf.
+        assert volumes["/data"] in compose_cluster()["volumes"], name
+        data_volumes.add(volumes["/data"])
+        assert flag(argv, "cluster-announce-hostname") == name, name
+        assert flag(argv, "cluster-preferred-endpoint-type") == "hostname", name
+        assert flag(argv, "cluster-require-full-coverage") == "no", name
+        assert not {"appendonly", "appendfsync", "maxmemory-policy", "save"} & {
+            a.lstrip("-") for a in argv
+        }, f"{name}: persistence comes from redis.conf only"
+        assert node["image"] == single["image"], name
+        assert node["healthcheck"]["test"] == single["healthcheck"]["test"], name
+    assert len(data_volumes) == len(nodes), "each node needs a volume of its own"
+
+
+def test_compose_cluster_init_forms_the_cluster_of_every_node() -> None:
+    services = compose_cluster()["services"]
+    init = services["redis-cluster-init"]
+    argv = argv_of(init["command"])
+    assert argv[0] == "sh" and mounted(init)[argv[1]] == "./redis/cluster-init.sh"
+    assert argv[2:] == [f"{name}:6379" for name in sorted(cluster_nodes())]
+    assert waits_for(services, init) == set(cluster_nodes())
+    assert init["restart"] == "no"  # one-shot: service_completed_successfully needs its exit
+
+
+def test_compose_cluster_services_wait_for_the_formed_cluster_and_use_a_node() -> None:
+    services = compose_cluster()["services"]
+    conquian = {n: s for n, s in services.items() if is_conquian(s)}
+    assert set(conquian) == {n for n, s in compose()["services"].items() if is_conquian(s)}
+    for name, service in conquian.items():
+        assert service["depends_on"] == {
+            "redis-cluster-init": {"condition": "service_completed_successfully"}
+        }, name
+        url = urlsplit(compose_env(service)["REDIS_URL"])
+        assert (url.scheme, url.hostname, url.port, url.path) == (
+            "redis",
+            url.hostname,
+            6379,
+            "/0",  # a cluster has database 0 only
+        )
+        assert url.hostname in cluster_nodes(), name
+
+
+def test_k8s_cluster_overlay_swaps_the_single_redis_for_the_nodes() -> None:
+    [kustomization] = documents(K8S_CLUSTER / "kustomization.yaml")
+    present = {p.name for p in K8S_CLUSTER.glob("*.yaml") if p.name != "kustomization.yaml"}
+    assert set(kustomization["resources"]) == {"../k8s"} | present
+    assert kustomization["namespace"] == documents(K8S / "kustomization.yaml")[0]["namespace"]
+    patches = [yaml.safe_load(p["patch"]) for p in kustomization["patches"]]
+    deleted = {(p["kind"], p["metadata"]["name"]) for p in patches if p.get("$patch") == "delete"}
+    # Everything of the single Redis but its ConfigMap (redis-config), which the nodes mount.
+    assert (
+        deleted
+        == {(d["kind"], "redis") for d in k8s_kind("StatefulSet", "Service")}
+        == {
+            ("StatefulSet", "redis"),
+            ("Service", "redis"),
+        }
+    )
+    [config] = [p for p in patches if p["kind"] == "ConfigMap"]
+    assert config["metadata"]["name"] == "conquian-config"
+    url = urlsplit(config["data"]["REDIS_URL"])
+    [service] = [d for d in k8s_cluster_docs() if d["kind"] == "Service"]
+    [nodes] = [d for d in k8s_cluster_docs() if d["kind"] == "StatefulSet"]
+    assert (url.scheme, url.hostname, url.port, url.path) == (
+        "redis",
+        service["metadata"]["name"],
+        6379,
+        "/0",
+    )
+    assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"]
+    assert nodes["spec"]["serviceName"] == service["metadata"]["name"]
+    assert (
+        service["spec"]["selector"].items()
+        <= nodes["spec"]["template"]["metadata"]["labels"].items()
+    )
+
+
+def test_k8s_cluster_nodes_run_the_single_redis_config_and_announce_their_names() -> None:
+    [nodes] = [d for d in k8s_cluster_docs() if d["kind"] == "StatefulSet"]
+    [single] = k8s_kind("StatefulSet")
+    pod = nodes["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    argv = k8s_argv(container)
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    # argv: sh <scripts>/cluster-node.sh <config>/redis.conf ...
+    script_dir, conf_dir = (str(Path(argv[i]).parent) for i in (1, 2))
+    assert Path(argv[1]).name == "cluster-node.sh" and Path(argv[2]).name == "redis.conf"
+    assert volumes[mounts[conf_dir]]["configMap"]["name"] == "redis-config"  # the base's
+    scripts = volumes[mounts[script_dir]]["configMap"]["name"]
+    assert scripts in {
+        d["metadata"]["name"] for d in k8s_cluster_docs() if d["kind"] == "ConfigMap"
+    }
+    assert mounts["/data"] in {t["metadata"]["name"] for t in nodes["spec"]["volumeClaimTemplates"]}
+    assert flag(argv, "cluster-enabled") == "yes"
+    assert flag(argv, "cluster-config-file") == "nodes.conf"
+    assert flag(argv, "cluster-preferred-endpoint-type") == "hostname"
+    assert flag(argv, "cluster-announce-hostname") == f"$(POD_NAME).{nodes['spec']['serviceName']}"
+    [pod_name] = [e for e in container["env"] if e["name"] == "POD_NAME"]
+    assert pod_name["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    [single_container] = single["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == single_container["image"]
+    assert flag(argv, "maxmemory") == flag(k8s_argv(single_container), "maxmemory")
+
+
+def test_k8s_cluster_init_job_lists_every_node() -> None:
+    [nodes] = [d for d in k8s_cluster_docs() if d["kind"] == "StatefulSet"]
+    [job] = [d for d in k8s_cluster_docs() if d["kind"] == "Job"]
+    [container] = job["spec"]["template"]["spec"]["containers"]
+    argv = k8s_argv(container)
+    assert argv[0] == "sh" and Path(argv[1]).name == "cluster-init.sh"
+    name, service = nodes["metadata"]["name"], nodes["spec"]["serviceName"]
+    count = nodes["spec"]["replicas"]
+    assert argv[2:] == [f"{name}-{i}.{service}:6379" for i in range(count)]
+    replicas = int({e["name"]: e["value"] for e in container["env"]}["CLUSTER_REPLICAS"])
+    assert count % (replicas + 1) == 0 and count // (replicas + 1) >= 3  # redis-cli's rule
+
+
+@pytest.mark.parametrize("script", CLUSTER_SCRIPTS)
+def test_cluster_scripts_in_k8s_are_verbatim_copies(script: str) -> None:
+    [scripts] = [d for d in k8s_cluster_docs() if d["metadata"]["name"] == "redis-cluster-scripts"]
+    assert scripts["data"][script] == (DEPLOY / "redis" / script).read_text()
+
+
+@pytest.mark.parametrize("script", CLUSTER_SCRIPTS)
+def test_cluster_scripts_are_valid_sh(script: str) -> None:
+    checked = subprocess.run(
+        ["sh", "-n", str(DEPLOY / "redis" / script)], capture_output=True, text=True, check=False
+    )
+    assert checked.returncode == 0, checked.stderr
+
+
+@pytest.mark.parametrize("where", [w for w, _ in containers((*WORKLOADS, "Job"))])
+def test_k8s_containers_are_hardened(where: str) -> None:
+    docs = [*k8s_kind(*WORKLOADS, "Job"), *k8s_cluster_docs()]
+    [pod] = [
+        d["spec"]["template"]["spec"]
+        for d in docs
+        if d.get("kind") in {*WORKLOADS, "Job"}
+        for c in d["spec"]["template"]["spec"]["containers"]
+        if f"{d['metadata']['name']}/{c['name']}" == where
+    ]
+    [container] = [c for w, c in containers((*WORKLOADS, "Job")) if w == where]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    context = container["securityContext"]
+    assert context["allowPrivilegeEscalation"] is False
+    assert context["readOnlyRootFilesystem"] is True
+    assert context["capabilities"]["drop"] == ["ALL"]
