@@ -40,7 +40,7 @@ from faststream.redis.subscriber.specification import StreamSubscriberSpecificat
 from faststream.redis.subscriber.usecases import LogicSubscriber, StreamBatchSubscriber
 from redis.asyncio.cluster import RedisCluster
 
-from services.store.stream_watch import StreamWatch
+from services.store.stream_watch import StreamWatch, answered
 
 
 def _text(value: bytes | str) -> str:
@@ -141,16 +141,13 @@ class ShardStreamsSubscriber(StreamBatchSubscriber):
                 if isinstance(ends, dict):
                     pipe.xrevrange(stream, "+", "-", count=1)
                 pipe.xreadgroup(self._group, self._consumer, {stream: ">"}, count=count)
-            replies = await pipe.execute()
-        found: list[Any] = []
-        if isinstance(ends, dict):
-            for stream, last, read in zip(streams, replies[::2], replies[1::2], strict=True):
+            replies = await pipe.execute(raise_on_error=False)
+        if not isinstance(ends, dict):
+            return answered(replies)
+        for stream, last in zip(streams, replies[::2], strict=True):
+            if not isinstance(last, Exception):  # a master away: its streams are not watched
                 ends[stream] = _text(last[0][0]) if last else "0-0"
-                found.extend(read or ())
-        else:
-            for read in replies:
-                found.extend(read or ())
-        return found
+        return answered(replies[1::2])
 
     async def stop(self) -> None:
         """Stop the consume loop, and the watches of a cluster's idle reads."""

@@ -23,7 +23,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-__all__ = ["StreamWatch", "xread_each", "xread_split"]
+__all__ = ["StreamWatch", "answered", "xread_each", "xread_split"]
 
 
 class StreamWatch:
@@ -89,10 +89,21 @@ async def xread_each(client: Any, streams: Mapping[str, str], count: int) -> lis
     async with client.pipeline(transaction=False) as pipe:
         for stream, entry_id in streams.items():
             pipe.xread({stream: entry_id}, count=count)
-        replies = await pipe.execute()
+        replies = await pipe.execute(raise_on_error=False)
+    return answered(replies)
+
+
+def answered(replies: list[Any]) -> list[Any]:
+    """The entries of a pipeline of reads, one stream each, skipping the streams whose master
+    did not answer (a master away stalls its own shards only); raises the first error when no
+    stream answered, so that the caller backs off."""
     found: list[Any] = []
+    errors = [reply for reply in replies if isinstance(reply, Exception)]
+    if errors and len(errors) == len(replies):
+        raise errors[0]
     for reply in replies:
-        found.extend(reply or ())
+        if not isinstance(reply, Exception):
+            found.extend(reply or ())
     return found
 
 

@@ -145,6 +145,36 @@ def run_probe(env: dict[str, str], name: str) -> subprocess.CompletedProcess[str
     )  # fmt: skip
 
 
+async def test_a_master_away_stalls_only_its_own_feeds(tmp_path: Path) -> None:
+    """With ``cluster-require-full-coverage no`` the other masters answer while one is away:
+    a feed follower's split read skips the away master's feeds and reads the others'."""
+    keys = KeySpace("cc3", shards=16)
+    with LocalCluster(
+        tmp_path / "partial", extra_args={"cluster-require-full-coverage": "no"}
+    ) as cluster:
+        client = connect(cluster.url, call_timeouts=False)
+        follower = FeedFollower(client, keys, "partial", block_ms=300)
+        try:
+            await client.initialize()  # type: ignore[attr-defined]
+            away = f"127.0.0.1:{cluster.ports[1]}"
+            on_away = {s for s in range(16) if _master(client, keys.feed(s)) == away}  # type: ignore[arg-type]
+            await follower.load_checkpoints()
+            cluster.kill(1)
+            await asyncio.sleep(3.0)  # the others mark it failed (cluster-node-timeout 2 s)
+            for shard in sorted(set(range(16)) - on_away):
+                await client.xadd(keys.feed(shard), {"t": f"t{shard}", "f": 1, "l": 1})
+            read: list[str] = []
+            for _ in range(20):
+                read += [e.table_id for e in await follower.read(block_ms=100)]
+                if len(read) == 16 - len(on_away):
+                    break
+            assert sorted(read) == sorted(f"t{s}" for s in set(range(16)) - on_away)
+        finally:
+            if follower._watch is not None:
+                await follower._watch.close()
+            await client.aclose()
+
+
 async def test_a_feed_follower_on_a_cluster_reads_every_master_and_wakes_on_news(
     shared_cluster: LocalCluster,
 ) -> None:
