@@ -117,6 +117,7 @@ class FeedFollower:
             await self.load_checkpoints()
         streams: dict[Any, Any] = {self.keys.feed(s): self.positions[s] for s in self.shards}
         wait = self.block_ms if block_ms is None else block_ms
+        reply: Any
         if self._watch is not None:
             reply = await xread_split(self.client, streams, self.count, wait, self._watch)
         else:

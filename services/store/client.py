@@ -34,14 +34,19 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import hiredis
 import redis
 import redis.asyncio
 from redis.asyncio.cluster import RedisCluster
-from redis.asyncio.connection import AbstractConnection, Connection, parse_url
+from redis.asyncio.connection import (
+    AbstractConnection,
+    BlockingConnectionPool,
+    Connection,
+    parse_url,
+)
 from redis.commands.core import AsyncScript
 
 from services.store.sentinel import SCHEME as SENTINEL
@@ -145,6 +150,13 @@ def make_broker(url: str, **kwargs: Any) -> Any:
     return RedisBroker(url, **{**broker_options(url), **kwargs})
 
 
+POOL_SIZE = 512
+"""Connections a client opens at most (to each master of a cluster). redis-py 8's default is
+100, and its pool then raises ``MaxConnectionsError``: a gateway with 150 busy tables failed
+creates and joins, and an engine worker's seals took the connection of its acknowledgement."""
+POOL_WAIT_S = 20.0
+"""How long a call waits for one of a full pool's connections before it fails."""
+
 _CLUSTER_MODE: dict[str, bool] = {}
 
 
@@ -170,9 +182,13 @@ def is_cluster(url: str) -> bool:
 
 def connect(
     url: str, *, call_timeouts: bool = True, cluster: bool | None = None, **options: Any
-) -> Client:
+) -> redis.asyncio.Redis:
     """Return an asyncio client for ``url`` (bytes replies unless ``options`` say otherwise):
     a ``RedisCluster`` when the server there is a cluster node, else a ``Redis``.
+
+    Typed as ``Redis`` either way: the services send only what both clients send alike
+    (commands and scripts on one slot, pipelines without transactions); where the cluster
+    needs another way, the code asks ``isinstance(client, RedisCluster)``.
 
     ``cluster`` None asks the server (:func:`is_cluster`, which raises when nothing answers);
     True or False says it. With ``call_timeouts=False`` no call has a socket timeout and TCP
@@ -181,13 +197,16 @@ def connect(
     options.setdefault("decode_responses", False)
     if not call_timeouts:
         options = {**without_call_timeouts(url), **options}
+    options.setdefault("max_connections", POOL_SIZE)
     sentinel = parse_sentinel_url(url)
     if sentinel is not None:
         client = sentinel.client(**options)
     elif is_cluster(url) if cluster is None else cluster:
-        return _cluster_client(url, options)
-    else:
-        client = redis.asyncio.Redis.from_url(url, **options)
+        return cast(redis.asyncio.Redis, _cluster_client(url, options))
+    else:  # a call waits for a connection when all are out, where redis-py 8's pool raises
+        client = redis.asyncio.Redis.from_pool(
+            BlockingConnectionPool.from_url(url, timeout=POOL_WAIT_S, **options)
+        )
     pool = client.connection_pool
     pool.connection_class = packing_in_c(pool.connection_class)
     return client
@@ -196,7 +215,7 @@ def connect(
 def _cluster_client(url: str, options: dict[str, Any]) -> RedisCluster:
     """A ``RedisCluster`` from one node's ``url`` whose node connections pack in C."""
     client = RedisCluster.from_url(url, **options)
-    packed = packing_in_c(client.connection_kwargs["connection_class"])
+    packed: Any = packing_in_c(client.connection_kwargs["connection_class"])
     client.connection_kwargs["connection_class"] = packed  # the nodes it finds later
     for node in client.startup_nodes:
         node.connection_class = packed

@@ -32,7 +32,8 @@ async def shard_spread(client: Any, keys: KeySpace) -> dict[str, list[int]]:
     spread: dict[str, list[int]] = {node.name: [] for node in client.get_primaries()}
     for shard in range(keys.shards):
         node = client.get_node_from_key(keys.shard_prefix(shard))
-        spread.setdefault(node.name, []).append(shard)
+        where = "uncovered" if node is None else node.name  # a slot no master serves
+        spread.setdefault(where, []).append(shard)
     return spread
 
 

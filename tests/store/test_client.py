@@ -3,6 +3,7 @@ consumers' client without call timeouts."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 
 import pytest
@@ -145,3 +146,17 @@ async def test_a_broker_with_those_options_reads_through_the_packed_connection(
             await client.connection_pool.release(connection)
     finally:
         await broker.stop()
+
+
+async def test_a_full_pool_makes_a_call_wait_for_a_connection(
+    redis_url: str, redis_ns: str
+) -> None:
+    """redis-py 8's pool raised MaxConnectionsError past its size: a gateway with more busy
+    requests than connections failed them. The services' pool waits for one instead."""
+    client = connect(redis_url, max_connections=2)
+    try:
+        blocked = [client.blpop([f"{redis_ns}:none"], timeout=0.3) for _ in range(5)]
+        assert await asyncio.gather(*blocked) == [None] * 5  # five calls through two connections
+        assert len(client.connection_pool._in_use_connections) == 0
+    finally:
+        await client.aclose()
