@@ -67,6 +67,11 @@ FOLLOWER_NAME = "bots"
 """The name of the runner's feed checkpoints: ``<ns>:{sNN}:ckpt:bots``."""
 
 
+LINGER_MS = 10
+"""The bots runner's pause after a small feed batch: a bot's move waits at most this much
+longer, and a busy deployment's entries come ten milliseconds' worth a read."""
+
+
 @dataclass(frozen=True)
 class BotCommand:
     """A command a bot seat sends: the table version it decided at, its seat and the command."""
@@ -204,7 +209,12 @@ async def run_bots(
     try:
         runner = BotsRunner(client, settings.keys)
         follower = FeedFollower(
-            client, settings.keys, FOLLOWER_NAME, count=settings.batch_size, block_ms=block_ms
+            client,
+            settings.keys,
+            FOLLOWER_NAME,
+            count=settings.batch_size,
+            block_ms=block_ms,
+            linger_ms=LINGER_MS,
         )
         log.info("bots_runner_started", shards=settings.shards, namespace=settings.namespace)
         async for batch in follower.batches(stop):
