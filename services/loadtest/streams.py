@@ -39,8 +39,10 @@ PIPELINES = 8
 FIRST_POLL = 0.25
 MAX_POLL = 1.0
 """Seconds between reads of a table that neither a feed entry nor a result hint woke: the
-first, and at most (doubling). A poll only finds what a lost hint would have announced: a
-poll any sooner read a busy table three times a command, 800 µs of the tool's CPU each."""
+first, and at most (doubling), or twice and four times the run's typical wait for a result
+when that is longer (:meth:`StreamsDriver.poll_start`). A poll only finds what a lost hint
+would have announced: a poll any sooner read a busy table three times a command at 300 tables
+(640 µs of the tool's CPU a command), six times at 10,000."""
 
 
 class StreamsDriver:
@@ -58,6 +60,16 @@ class StreamsDriver:
         )
         self.batcher = Batcher(self.client, in_flight=PIPELINES)
         self.feeds = FeedWatch(self.client, self.keys)
+        self.typical = 0.0
+        """The run's typical wait for a result, seconds (a moving average)."""
+
+    def observe(self, waited: float) -> None:
+        """Fold one wait for a result into :attr:`typical`."""
+        self.typical += (waited - self.typical) / 64
+
+    def poll_start(self) -> tuple[float, float]:
+        """The first and the longest pause between polls of a waiting table."""
+        return max(FIRST_POLL, 2 * self.typical), max(MAX_POLL, 4 * self.typical)
 
     async def start(self) -> None:
         """Check that Redis answers, start the batcher and the feed watch."""
@@ -149,7 +161,7 @@ class StreamsTable:
         if remaining <= 0:
             raise TableGivenUp(code, f"table {self.table_id}")
         if not await self.wake.wait(min(poll, remaining)):
-            return min(poll * 2, MAX_POLL)
+            return min(poll * 2, self.driver.poll_start()[1])
         self.wake.clear()
         return poll
 
@@ -205,11 +217,13 @@ class StreamsTable:
 
     async def result(self, command_id: str, deadline: float) -> tuple[Mapping[str, Any], float]:
         """Return the command's recorded result and when it was read."""
-        poll = FIRST_POLL
+        started = time.perf_counter()
+        poll = self.driver.poll_start()[0]
         while True:
             poll = await self._pause(deadline, poll, "result/timeout")
             raw, at = await self._read(command_id)
             if raw is not None:
+                self.driver.observe(at - started)
                 _first, last, text = raw.split(b" ", 2)
                 result: dict[str, Any] = orjson.loads(text) if text else {}
                 result["version"] = int(last)
@@ -217,7 +231,7 @@ class StreamsTable:
 
     async def view_at(self, seat: int, version: int, deadline: float) -> float:
         """Return when a view of the seat at ``version`` or later was read."""
-        poll = FIRST_POLL
+        poll = self.driver.poll_start()[0]
         while view_version(self.play.views[seat]) < version:
             poll = await self._pause(deadline, poll, "view/timeout")
             await self._read(None)
@@ -225,7 +239,7 @@ class StreamsTable:
 
     async def changed(self, deadline: float) -> None:
         """Read the views until one is newer than what ``play`` holds."""
-        poll = FIRST_POLL
+        poll = self.driver.poll_start()[0]
         before = [view_version(v) for v in self.play.views]
         while True:
             await self._read(None)
