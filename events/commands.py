@@ -304,6 +304,10 @@ def _decode(raw: bytes | str | Mapping[str, Any]) -> Mapping[str, Any]:
             size = len(canonical_json(raw))
         except (TypeError, ValueError) as exc:
             raise MalformedJson("command", f"a command must be JSON data: {exc}") from None
+        except RecursionError:
+            raise MalformedJson(
+                "command", "a command must be JSON data: nested too deeply"
+            ) from None
     else:
         size = len(raw.encode("utf-8")) if isinstance(raw, str) else len(raw)
     if size > MAX_COMMAND_BYTES:
@@ -314,6 +318,8 @@ def _decode(raw: bytes | str | Mapping[str, Any]) -> Mapping[str, Any]:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
         raise MalformedJson("command", f"a command must be JSON text: {exc}") from None
+    except RecursionError:  # a few thousand nested arrays: under the size limit, over the stack
+        raise MalformedJson("command", "a command must be JSON text: nested too deeply") from None
     if not isinstance(data, dict):
         raise MalformedJson(
             "command", f"a command must be a JSON object, not {type(data).__name__}"

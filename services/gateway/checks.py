@@ -86,6 +86,10 @@ def json_object(raw: bytes) -> dict[str, Any]:
         data = json.loads(raw) if raw.strip() else {}
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError("command/malformed_json", f"the body must be JSON text: {exc}") from None
+    except RecursionError:  # thousands of nested arrays in a few KiB: refused, never a 500
+        raise ApiError(
+            "command/malformed_json", "the body must be JSON text: nested too deeply"
+        ) from None
     if not isinstance(data, dict):
         raise ApiError(
             "command/malformed_json", f"the body must be a JSON object, not {type(data).__name__}"

@@ -119,6 +119,12 @@ def test_rule_options_and_rule_set_match_the_engine_rules() -> None:
         ("{", "command/malformed_json", "JSON text"),
         (b"\xff\xfe", "command/malformed_json", "JSON text"),
         ("[1, 2]", "command/malformed_json", "not list"),
+        ("[" * 3000 + "]" * 3000, "command/malformed_json", "nested too deeply"),
+        (
+            '{"type": "turn", "x": ' + "[" * 3000 + "]" * 3000 + "}",
+            "command/malformed_json",
+            "nested",
+        ),
         ('"turn"', "command/malformed_json", "not str"),
         ('{"command_id": "c-000001"}', "command/unknown_type", "None"),
         (json.dumps(cmd("fly")), "command/unknown_type", "'fly'"),

@@ -129,6 +129,11 @@ async def test_create_refusals(stack: Stack, store: RedisEventStore) -> None:
         assert response.json()["code"] == code
     bad = await stack.http.post("/tables", content=b"{not json")
     assert bad.status_code == 400 and bad.json()["code"] == "command/malformed_json"
+    deep = b"[" * 3000 + b"]" * 3000  # under 8 KiB, past Python's recursion limit: was a 500
+    for url in ("/tables", "/tables/any/join"):  # commands: test_bad_commands_get_their_codes…
+        response = await stack.http.post(url, content=deep)
+        assert response.status_code == 400, (url, response.text)
+        assert response.json()["code"] == "command/malformed_json"
 
 
 async def test_create_is_idempotent_by_command_id(stack: Stack) -> None:
@@ -312,6 +317,7 @@ async def test_bad_commands_get_their_codes_and_change_nothing(
     cases: list[tuple[str, int, str, bytes | str | Any, dict[str, str]]] = [
         ("malformed JSON", 400, "command/malformed_json", b'{"type": "turn",', seat.headers),
         ("not an object", 400, "command/malformed_json", b"[1, 2]", seat.headers),
+        ("nested deeply", 400, "command/malformed_json", b"[" * 3000 + b"]" * 3000, seat.headers),
         ("unknown type", 422, "command/unknown_type", body(type="fly"), seat.headers),
         ("invalid fields", 422, "command/invalid", body(card=7), seat.headers),
         ("another table", 422, "command/wrong_table", body(table_id="other"), seat.headers),

@@ -191,6 +191,7 @@ async def test_commands_on_the_socket_get_results(stack: Stack) -> None:
 
         await refused({"kind": "command", "command": {"type": "fly"}}, "command/unknown_type")
         await refused("{oops", "command/malformed_json")
+        await refused("[" * 3000 + "]" * 3000, "command/malformed_json")  # dropped the socket
         await refused({"kind": "hello"}, "command/unknown_type")
         await refused({"kind": "command", "command": {"pad": "x" * 10_000}}, "command/too_large")
         wrong = wire_command("refuse", "elsewhere", "ws-wrong-0001", None)
