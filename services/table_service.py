@@ -25,6 +25,7 @@ from typing import Any
 
 from engine import actions as ea
 from engine import events as ee
+from engine.bots import BOTS
 from engine.errors import EngineError
 from engine.game import decide, fold
 from engine.state import Match
@@ -327,6 +328,10 @@ class TableService:
     def _create(self, table: Table, command: wc.CreateTable) -> Decision:
         if table.exists:
             raise TableError("table/exists", f"table {table.table_id!r} already exists")
+        unknown = sorted(set((command.bots or {}).values()) - set(BOTS))
+        if unknown:  # refused here, or the table would wait on a bot that never moves
+            known = ", ".join(sorted(BOTS))
+            raise TableError("table/unknown_bot", f"unknown bot {unknown[0]!r}; known: {known}")
         dealer = self._first_dealer(table.table_id)
         engine_command = to_engine_command(command, None, first_dealer=dealer)
         assert engine_command is not None  # create_table always maps to NewMatch

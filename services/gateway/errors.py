@@ -31,6 +31,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "table/invalid_id": 422,
     "table/not_found": 404,
     "table/exists": 409,
+    "table/unknown_bot": 422,
     "table/full": 409,
     "table/not_full": 409,
     "table/busy": 503,

@@ -123,6 +123,7 @@ async def test_create_refusals(stack: Stack, store: RedisEventStore) -> None:
         ({"turn_seconds": 1}, "command/invalid"),
         ({"table_id": "bad id!"}, "command/invalid"),
         ({"colour": "red"}, "command/invalid"),
+        ({"bots": {"1": "alphazero"}}, "table/unknown_bot"),  # answered 201, then waited for ever
     ):
         response = await stack.http.post("/tables", json=body)
         assert response.status_code == 422, (body, response.text)
