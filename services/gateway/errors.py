@@ -14,7 +14,19 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from redis.exceptions import BusyLoadingError, ClusterDownError, TryAgainError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+UNAVAILABLE: tuple[type[Exception], ...] = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    BusyLoadingError,
+    ClusterDownError,
+    TryAgainError,
+)
+"""What Redis raises while it is away, loading its AOF or failing over: ``store/unavailable``."""
 
 STATUS_BY_CODE: dict[str, int] = {
     "command/malformed_json": 400,
@@ -25,6 +37,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "command/unsupported": 422,
     "command/stale_version": 409,
     "command/failed": 500,
+    "store/unavailable": 503,
     "seat/bad_token": 401,
     "seat/required": 403,
     "seat/taken": 409,
@@ -134,6 +147,15 @@ def install(app: FastAPI) -> None:
             code, str(exc.detail), status=exc.status_code, headers=exc.headers
         ).response()
 
+    async def store_unavailable(_: Request, exc: Exception) -> JSONResponse:
+        return ApiError(
+            "store/unavailable",
+            f"Redis does not answer now ({type(exc).__name__}); send the request again",
+            headers={"Retry-After": "1"},
+        ).response()
+
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
+    for unavailable in UNAVAILABLE:  # an outage: 503 in the one shape, not a plain-text 500
+        app.add_exception_handler(unavailable, store_unavailable)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,6 +22,7 @@ from events.commands import MAX_COMMAND_BYTES
 from services.gateway import create_app
 from services.gateway.errors import status_of
 from services.gateway.testing import Seat, Stack, refuser, wire_command
+from services.redis_server import LocalRedis
 from services.settings import Settings, load_settings
 from services.store import Head, RedisEventStore
 from services.tokens import hash_token
@@ -434,3 +436,26 @@ def test_the_committed_asyncapi_document_is_current() -> None:
     assert set(document["channels"]) == {"commands", "results", "views", "tableSocket"}
     refs = set(re.findall(r'"#/components/schemas/([^"]+)"', path.read_text("utf-8")))
     assert refs <= set(document["components"]["schemas"])
+
+
+async def test_reads_during_a_redis_outage_answer_503_with_retry_after(tmp_path: Path) -> None:
+    """Issue 18 (1d): with Redis stopped, GET /tables/{id} and /view answered a plain-text 500;
+    now the documented JSON error, 503 and Retry-After, as /readyz says too."""
+    server = LocalRedis(tmp_path / "redis", stop_timeout=10)
+    server.start()
+    settings = load_settings(redis_url=server.url, namespace="outage", shards=2, lease_ms=1000,
+                             token_secret=SECRET)  # fmt: skip
+    try:
+        async with Stack(settings) as stack:
+            created = await stack.http.post("/tables", json={"deals": 1})
+            assert created.status_code == 201, created.text
+            table = created.json()["table_id"]
+            server.stop()
+            for url in (f"/tables/{table}", f"/tables/{table}/view"):
+                response = await stack.http.get(url)
+                assert response.status_code == 503, (url, response.text)
+                assert response.json()["code"] == "store/unavailable"
+                assert response.headers["retry-after"] == "1"
+            assert (await stack.http.get("/readyz")).status_code == 503
+    finally:
+        server.stop()
