@@ -341,7 +341,7 @@ async def test_commands_of_several_shards_are_read_and_appended_together(
         assert isinstance(worker, Batches)
         await eventually(lambda: len(worker.reading()) == settings.shards)
         rounds = append_rounds()
-        # one MULTI: the worker's blocked read wakes up once, with an entry on every shard
+        # one MULTI: an entry on every shard at once
         async with redis_client.pipeline(transaction=True) as pipe:
             for table_id in tables:
                 command = opening(table_id)[0].model_dump_json(exclude_none=True)
@@ -349,9 +349,11 @@ async def test_commands_of_several_shards_are_read_and_appended_together(
             await pipe.execute()
         for table_id in tables:
             assert (await result_of(store, table_id, f"create-{table_id}"))["ok"] is True
-        every = {settings.keys.cmd(shard) for shard in range(settings.shards)}
-        assert every in worker.batches
-        assert append_rounds() - rounds == 1  # the four creates in one pipelined append
+        # Redis 7.2+ answers the blocked read with every stream of the MULTI; 7.0 answers it
+        # with the first stream that got an entry, and the next read takes the other three
+        # together: either way several shards' commands in one read and one append
+        assert any(len(batch) > 1 for batch in worker.batches), worker.batches
+        assert append_rounds() - rounds <= 2  # the creates in at most two pipelined appends
     assert await pending(redis_client, settings) == 0
 
 
