@@ -43,6 +43,22 @@ def check_table_id(table_id: str) -> str:
     return table_id
 
 
+MAX_VERSION = 2**53 - 1
+"""The largest version a query may name (JSON numbers are exact up to it); no table gets near."""
+
+
+def version_param(name: str, raw: str | None) -> int | None:
+    """Return the version a query parameter names (None when absent), or raise
+    ``query/invalid``: the rule of ``after`` and ``min_version`` on HTTP and WebSocket alike."""
+    if raw is None:
+        return None
+    if not raw.isascii() or not raw.isdigit() or int(raw) > MAX_VERSION:
+        raise ApiError(
+            "query/invalid", f"{name} must be a whole number from 0 to {MAX_VERSION}, not {raw!r}"
+        )
+    return int(raw)
+
+
 def check_command_id(command_id: object) -> str:
     """Return a client's command id (idempotency key) if valid, else raise ``command/invalid``."""
     if not isinstance(command_id, str) or not _COMMAND_ID.fullmatch(command_id):

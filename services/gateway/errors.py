@@ -38,6 +38,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "command/stale_version": 409,
     "command/failed": 500,
     "store/unavailable": 503,
+    "query/invalid": 422,
     "seat/bad_token": 401,
     "seat/required": 403,
     "seat/taken": 409,
@@ -138,7 +139,9 @@ def install(app: FastAPI) -> None:
             for e in errors[:5]
         ]
         text = "; ".join(f"{d['loc']}: {d['msg']}" for d in details)
-        return ApiError("command/invalid", f"invalid request: {text}", details=details).response()
+        in_query = all(tuple(e.get("loc", ()))[:1] == ("query",) for e in errors)
+        code = "query/invalid" if in_query else "command/invalid"  # a query holds no command
+        return ApiError(code, f"invalid request: {text}", details=details).response()
 
     async def http_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)

@@ -264,6 +264,7 @@ MinVersion = Annotated[
     int,
     Query(
         ge=0,
+        le=checks.MAX_VERSION,
         description="wait (up to the result wait) for a view built to at least this version, "
         "e.g. the version a command answered with",
     ),
@@ -304,7 +305,7 @@ async def events(
     table_id: str,
     request: Request,
     credentials: Credentials,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, le=checks.MAX_VERSION)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 500,
 ) -> JSONResponse:
     """Envelopes of the events after version ``after`` (at most ``limit`` versions), each

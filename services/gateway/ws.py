@@ -32,18 +32,24 @@ router = APIRouter()
 
 CLOSE_BAD_TOKEN = 4401
 CLOSE_NOT_FOUND = 4404
+CLOSE_BAD_QUERY = 4422
 MAX_MESSAGE_BYTES = MAX_COMMAND_BYTES + 1024
 """A client message holds one command and a little framing."""
 
 
 @router.websocket("/tables/{table_id}/ws")
 async def table_socket(
-    websocket: WebSocket, table_id: str, token: str | None = None, after: int | None = None
+    websocket: WebSocket, table_id: str, token: str | None = None, after: str | None = None
 ) -> None:
     """Stream a seat's (or a spectator's) events and views; take the seat's commands."""
     gateway = gateway_of(websocket)
     await websocket.accept()
     token = token or bearer(websocket.headers.get("authorization"))
+    try:
+        resume = checks.version_param("after", after)  # the rule of HTTP's ?after=
+    except ApiError as error:
+        await _refuse(websocket, error, CLOSE_BAD_QUERY)
+        return
     try:
         checks.check_table_id(table_id)
         head = await gateway.store.head(table_id)
@@ -57,9 +63,9 @@ async def table_socket(
         await _refuse(websocket, error, code)
         return
     connection = Connection(seat)
-    room = await gateway.rooms.enter(table_id, connection, after)
+    room = await gateway.rooms.enter(table_id, connection, resume)
     log = gateway.log.bind(table=table_id, seat=seat)
-    log.info("ws_open", after=after)
+    log.info("ws_open", after=resume)
     writer = asyncio.create_task(_write(websocket, connection))
     reader = asyncio.create_task(_read(websocket, gateway, table_id, seat, connection))
     try:

@@ -459,3 +459,23 @@ async def test_reads_during_a_redis_outage_answer_503_with_retry_after(tmp_path:
             assert (await stack.http.get("/readyz")).status_code == 503
     finally:
         server.stop()
+
+
+async def test_bad_query_parameters_get_query_invalid(stack: Stack) -> None:
+    """Issue 18 (1f): a version past any table was echoed as next_after with a 200, and a bad
+    query parameter was answered as command/invalid, though it is no command."""
+    table = (await stack.http.post("/tables", json={"deals": 1})).json()["table_id"]
+    for query in (
+        "events?after=-1",
+        "events?after=99999999999999999999999",
+        "events?after=abc",
+        "events?limit=0",
+        "?min_version=-1",
+        "view?min_version=99999999999999999999999",
+    ):
+        path = f"/tables/{table}/{query}".replace("/?", "?")
+        response = await stack.http.get(path)
+        assert response.status_code == 422, (query, response.text)
+        assert response.json()["code"] == "query/invalid", (query, response.text)
+    fine = await stack.http.get(f"/tables/{table}/events", params={"after": 2**53 - 1})
+    assert fine.status_code == 200 and fine.json()["next_after"] == 2**53 - 1

@@ -158,6 +158,10 @@ async def test_refused_sockets_close_with_their_codes(stack: Stack) -> None:
         (url(stack, "closed", "not-a-token"), "seat/bad_token", 4401),
         (url(stack, "nowhere"), "table/not_found", 4404),
         (url(stack, "bad.id"), "table/invalid_id", 4404),
+        # the rule of HTTP's ?after= (issue 18, 1f): -1 was accepted, abc answered HTTP 403
+        (url(stack, "closed", after=-1), "query/invalid", 4422),
+        (url(stack, "closed") + "?after=abc", "query/invalid", 4422),
+        (url(stack, "closed") + "?after=99999999999999999999999", "query/invalid", 4422),
     ):
         socket = Listener(address)
         async with socket:
