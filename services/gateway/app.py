@@ -21,7 +21,7 @@ from pydantic import TypeAdapter
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from events import commands as wc
-from services.gateway import errors, metrics, routes, ws
+from services.gateway import docs_pages, errors, metrics, routes, ws
 from services.gateway.limits import BodyLimit
 from services.gateway.messages import CreateTableRequest, JoinRequest
 from services.gateway.state import open_gateway
@@ -103,10 +103,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=VERSION,
         description=DESCRIPTION,
         lifespan=lifespan,
-        docs_url="/docs",
+        docs_url=None,  # docs_pages: the same pages, their assets from the package
+        redoc_url=None,
         openapi_url="/openapi.json",
     )
     app.state.settings = settings
+    docs_pages.install(app, "/openapi.json")
     errors.install(app)
     app.include_router(routes.router)
     app.include_router(ws.router)

@@ -479,3 +479,17 @@ async def test_bad_query_parameters_get_query_invalid(stack: Stack) -> None:
         assert response.json()["code"] == "query/invalid", (query, response.text)
     fine = await stack.http.get(f"/tables/{table}/events", params={"after": 2**53 - 1})
     assert fine.status_code == 200 and fine.json()["next_after"] == 2**53 - 1
+
+
+async def test_the_api_documents_load_nothing_from_the_internet(stack: Stack) -> None:
+    """Issue 18 (1g): /docs and /redoc loaded their scripts and styles from a CDN, so they were
+    blank offline. Every address in the pages is now the gateway's own, and answers."""
+    for page in ("/docs", "/redoc"):
+        response = await stack.http.get(page)
+        assert response.status_code == 200 and "text/html" in response.headers["content-type"]
+        addresses = re.findall(r'(?:src|href)="([^"]+)"|url: \'([^\']+)\'', response.text)
+        found = [a or b for a, b in addresses]
+        assert found and not [a for a in found if "://" in a or a.startswith("//")], found
+        for address in found:
+            asset = await stack.http.get(address)
+            assert asset.status_code == 200 and asset.content, (page, address)
