@@ -165,18 +165,13 @@ async def acknowledge(
         for channel, lines in ((worker.results_channel, hints), (worker.views_channel, views))
         if lines and not hint_dropped(drop)
     ]
-    if isinstance(worker.client, RedisCluster):  # its pipelines refuse PUBLISH: one call each
-        async with worker.client.pipeline(transaction=False) as pipe:
-            for stream, ids in streams.items():
-                pipe.xack(stream, GROUP, *ids)
-            await asyncio.gather(
-                pipe.execute(),
-                *(worker.client.publish(channel, "\n".join(lines)) for channel, lines in messages),
-            )
-        return
     async with worker.client.pipeline(transaction=False) as pipe:
         for stream, ids in streams.items():
             pipe.xack(stream, GROUP, *ids)
+        if isinstance(worker.client, RedisCluster):  # its pipelines refuse PUBLISH: beside it
+            publish = (worker.client.publish(c, "\n".join(lines)) for c, lines in messages)
+            await asyncio.gather(pipe.execute(), *publish)
+            return
         for channel, lines in messages:
             pipe.publish(channel, "\n".join(lines))
         await pipe.execute()

@@ -116,33 +116,33 @@ class ShardStreamsSubscriber(StreamBatchSubscriber):
         Asking where a stream ends *before* reading it leaves no gap: an entry added after that
         answer is either read by the XREADGROUP that follows or past the watched id.
         """
-        found = await self._read_each(client, streams, ends=False)
+        found = await self._read_each(client, streams)
         if found:
             return found
         ends: dict[str, str] = {}
-        found = await self._read_each(client, streams, ends=ends)
+        found = await self._read_each(client, streams, ends)
         if found:
             return found
         if self._watch is None:
             self._watch = StreamWatch(client)
         if await self._watch.wait(ends, self._stream_sub.polling_interval):
-            return await self._read_each(client, streams, ends=False)
+            return await self._read_each(client, streams)
         return []
 
     async def _read_each(
-        self, client: RedisCluster, streams: Sequence[str], *, ends: dict[str, str] | bool
+        self, client: RedisCluster, streams: Sequence[str], ends: dict[str, str] | None = None
     ) -> list[Any]:
         """One pipeline of XREADGROUP (COUNT, no BLOCK), each after an XREVRANGE of the
-        stream's last entry when ``ends`` is a dict to fill; return the non-empty replies."""
+        stream's last entry when ``ends`` is given (a dict to fill); return the entries read."""
         self.reads += 1
         count = self._stream_sub.max_records
         async with client.pipeline(transaction=False) as pipe:
             for stream in streams:
-                if isinstance(ends, dict):
+                if ends is not None:
                     pipe.xrevrange(stream, "+", "-", count=1)
                 pipe.xreadgroup(self._group, self._consumer, {stream: ">"}, count=count)
             replies = await pipe.execute(raise_on_error=False)
-        if not isinstance(ends, dict):
+        if ends is None:
             return answered(replies)
         for stream, last in zip(streams, replies[::2], strict=True):
             if not isinstance(last, Exception):  # a master away: its streams are not watched
