@@ -119,6 +119,14 @@ class LobbyPage(BaseModel):
     next_cursor: str | None
 
 
+class SeatActionRequest(BaseModel):
+    """The optional body of leave, resign and rematch: the idempotency key (generated when
+    left out) and the version the client last saw."""
+
+    command_id: CommandId | None = None
+    expected_version: NonNegative | None = None
+
+
 class SentEnvelope(Envelope):
     """An event's envelope as the gateway sends it; ``hash`` and ``prev_hash`` are null for the
     events of a deal in play (until its seed is revealed)."""

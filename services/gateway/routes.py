@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
@@ -17,7 +17,6 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from pydantic import BaseModel
 
 from events import commands as wc
-from services import lobby
 from services.gateway import checks, metrics
 from services.gateway.errors import ApiError, status_of
 from services.gateway.feed import seal_all
@@ -28,7 +27,6 @@ from services.gateway.messages import (
     EventsPage,
     JoinAnswer,
     JoinRequest,
-    LobbyPage,
     Rejection,
 )
 from services.gateway.state import Gateway, gateway_of
@@ -143,30 +141,6 @@ async def _existing(gateway: Gateway, table_id: str) -> int:
 
 
 # --- tables and seats ------------------------------------------------------------------------
-
-
-@router.get(
-    "/tables",
-    response_model=LobbyPage,
-    responses={422: {"model": Rejection, "description": "a bad query (query/invalid)"}},
-    summary="The lobby: tables waiting for a player, or running ones to watch",
-    tags=["lobby"],
-)
-async def list_tables(
-    request: Request,
-    status: Annotated[Literal["waiting", "running"], Query()] = "waiting",
-    limit: Annotated[int, Query(ge=1, le=lobby.MAX_LIMIT)] = 20,
-    cursor: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
-) -> JSONResponse:
-    """``waiting``: a free seat and no deal started; ``running``: both seats taken and the
-    match not over.  Newest first; ``next_cursor`` (null on the last page) gives the next page,
-    which tables created meanwhile do not shift."""
-    gateway = gateway_of(request)
-    try:
-        body = await lobby.page(gateway.redis, gateway.settings.keys, status, limit, cursor)
-    except lobby.BadCursor as exc:
-        raise ApiError("query/invalid", str(exc)) from None
-    return JSONResponse(body)
 
 
 @router.post(

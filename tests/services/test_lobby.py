@@ -154,3 +154,41 @@ async def test_the_lobby_route_is_in_the_openapi_document(stack: Stack) -> None:
     paths = (await stack.http.get("/openapi.json")).json()["paths"]
     parameters = {p["name"] for p in paths["/tables"]["get"]["parameters"]}
     assert parameters == {"status", "limit", "cursor"}
+
+
+# --- resign -------------------------------------------------------------------------------------
+
+
+async def test_resign_answers_as_the_resign_command(stack: Stack) -> None:
+    await stack.create(table_id="rs-1", deals=3)
+    ana = await stack.join("rs-1", "ana", seat=0)
+    await stack.join("rs-1", "bo", seat=1)
+    await stack.create(table_id="rs-2", deals=3)
+    cy = await stack.join("rs-2", "cy", seat=0)
+    await stack.join("rs-2", "di", seat=1)
+    by_route = await stack.http.post(
+        "/tables/rs-1/resign", json={"command_id": "resign-route-1"}, headers=ana.headers
+    )
+    by_command = await cy.send(
+        {"type": "resign", "command_id": "resign-route-1", "table_id": "rs-2"}
+    )
+    assert by_route.status_code == by_command.status_code == 200
+    assert {**by_route.json(), "table_id": "rs-2"} == by_command.json()
+    public = (await stack.http.get("/tables/rs-1", params={"min_version": 0})).json()
+    assert public["match_over"] is True and public["winner"] == 1
+    again = await stack.http.post(
+        "/tables/rs-1/resign", json={"command_id": "resign-route-1"}, headers=ana.headers
+    )
+    assert again.json()["duplicate"] is True
+    later = await stack.http.post("/tables/rs-1/resign", headers=ana.headers)
+    assert later.status_code == 409 and later.json()["code"] == "move/match_over"
+
+
+async def test_resign_needs_a_seat_token(stack: Stack) -> None:
+    await stack.create(table_id="rs-3", deals=1)
+    response = await stack.http.post("/tables/rs-3/resign")
+    assert response.status_code == 401 and response.json()["code"] == "seat/bad_token"
+    bad = await stack.http.post(
+        "/tables/rs-3/resign", headers={"Authorization": "Bearer nobodys"}, content=b"{"
+    )
+    assert bad.status_code == 401
