@@ -62,6 +62,7 @@ __all__ = [
     "Force",
     "Join",
     "Leave",
+    "LeaveTable",
     "MeldHand",
     "NextDeal",
     "Refuse",
@@ -201,6 +202,12 @@ class Resign(CommandModel):
     type: Literal["resign"] = "resign"
 
 
+class LeaveTable(CommandModel):
+    """Give one's seat up before the first deal (not ``leave``: leave the turned card)."""
+
+    type: Literal["leave_table"] = "leave_table"
+
+
 # --- play ----------------------------------------------------------------------------------------
 
 
@@ -265,6 +272,7 @@ Command = Annotated[
     | Join
     | NextDeal
     | Resign
+    | LeaveTable
     | Turn
     | Take
     | Refuse
@@ -284,6 +292,7 @@ COMMAND_TYPES: dict[str, type[CommandModel]] = {
         Join,
         NextDeal,
         Resign,
+        LeaveTable,
         Turn,
         Take,
         Refuse,

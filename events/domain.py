@@ -58,6 +58,7 @@ __all__ = [
     "MatchEnded",
     "MeldMade",
     "PlayerJoined",
+    "PlayerLeft",
     "Resigned",
     "RuleSet",
     "StakesSettled",
@@ -130,6 +131,14 @@ class PlayerJoined(EventModel):
     seat: Seat
     name: PlayerName
     bot: BotName | None = None
+
+
+class PlayerLeft(EventModel):
+    """The player of ``seat`` gave the seat up before the first deal; its token stops working."""
+
+    type: Literal["player_left"] = "player_left"
+    v: Literal[1] = 1
+    seat: Seat
 
 
 # --- the deal ------------------------------------------------------------------------------------
@@ -319,6 +328,7 @@ class CommandRejected(EventModel):
 TableEvent = Annotated[
     TableCreated
     | PlayerJoined
+    | PlayerLeft
     | DealStarted
     | HandDealt
     | CardTurned
@@ -348,6 +358,7 @@ TABLE_EVENT_TYPES: dict[str, type[EventModel]] = {
     for cls in (
         TableCreated,
         PlayerJoined,
+        PlayerLeft,
         DealStarted,
         HandDealt,
         CardTurned,

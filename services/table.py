@@ -86,8 +86,10 @@ class Table:
             kind, _, number = key.partition(":")
             if kind == "seed":
                 seeds[int(number)] = parse_seed(value)
-            elif kind == "token":
+            elif kind == "token" and value:  # emptied when its player left the seat
                 tokens[int(number)] = value
+            elif kind == "token":
+                tokens.pop(int(number), None)
         return changed(self, seeds=seeds, token_hashes=tokens)
 
     def next(
@@ -118,11 +120,15 @@ class Table:
         return changed(table, match=match)
 
     def _seated(self, event: wd.TableEvent) -> Table:
-        """Return the table with what an event changes besides the match: a seat taken, the
-        turn clock, a deal's shuffle algorithm (the table itself for any other event)."""
+        """Return the table with what an event changes besides the match: a seat taken or
+        given up, the turn clock, a deal's shuffle algorithm (the table itself for any other
+        event)."""
         if isinstance(event, wd.PlayerJoined):
             holder = SeatHolder(event.name, event.bot)
             seats = (holder, self.seats[1]) if event.seat == 0 else (self.seats[0], holder)
+            return changed(self, seats=seats)
+        if isinstance(event, wd.PlayerLeft):
+            seats = (None, self.seats[1]) if event.seat == 0 else (self.seats[0], None)
             return changed(self, seats=seats)
         if isinstance(event, wd.TableCreated):
             return changed(self, turn_seconds=event.turn_seconds)

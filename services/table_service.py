@@ -315,6 +315,8 @@ class TableService:
             return self._join(table, command)
         if seat is None or table.seats[seat] is None:
             raise TableError("seat/required", "only a seated player may send this command")
+        if isinstance(command, wc.LeaveTable):
+            return self._leave(table, seat)
         if isinstance(command, wc.NextDeal):
             if None in table.seats:
                 raise TableError("table/not_full", "a deal starts only with both seats taken")
@@ -367,6 +369,16 @@ class TableService:
                 decision.result,
             )
         return decision
+
+    def _leave(self, table: Table, seat: int) -> Decision:
+        """Free ``seat`` before the first deal; its token hash is emptied with the event."""
+        if table.deal_number > 0:
+            raise TableError(
+                "table/started",
+                f"table {table.table_id} has dealt: a seat is given up only before the first deal",
+            )
+        secrets = {TOKEN_KEY.format(seat=seat): ""} if self.token_hasher is not None else {}
+        return Decision([wd.PlayerLeft(seat=seat)], table.match, secrets, {"seat": seat})
 
     def _next_deal(self, table: Table) -> Decision:
         seed = self._seed(table.table_id, table.deal_number + 1)

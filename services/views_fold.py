@@ -133,6 +133,8 @@ class TableFold:
         """Fold one wire event at ``version`` (the caller checks the order)."""
         if isinstance(event, wd.PlayerJoined):
             self.seats[event.seat] = {"name": event.name, "bot": event.bot}
+        elif isinstance(event, wd.PlayerLeft):
+            self.seats[event.seat] = None
         elif isinstance(event, wd.TableCreated):
             self.turn_seconds = event.turn_seconds
             self._evolve(to_engine(event))

@@ -1,7 +1,7 @@
-"""The lobby's routes: list the tables, resign (``docs/api.md``, "Lobby").
+"""The lobby's routes: list the tables, leave a seat, resign (``docs/api.md``, "Lobby").
 
-Resign is a seat command like those of ``POST /tables/{id}/commands`` (token, checks, the
-command stream, the recorded result), under a route of its own.
+Leave and resign are seat commands like those of ``POST /tables/{id}/commands`` (token,
+checks, the command stream, the recorded result), each under a route of its own.
 """
 
 from __future__ import annotations
@@ -94,6 +94,21 @@ async def _seat_command(
         raise
     assert seat is not None  # needed=True
     return gateway, command, seat
+
+
+@router.post(
+    "/tables/{table_id}/leave",
+    response_model=CommandAnswer,
+    responses={**REJECTIONS, **_PENDING},
+    openapi_extra=_body(SeatActionRequest),
+    summary="Give the seat up before the first deal",
+    tags=["lobby"],
+)
+async def leave_table(table_id: str, request: Request, credentials: Credentials) -> JSONResponse:
+    """Free the token's seat (a ``leave_table`` command): the token stops working and another
+    player may join.  Only before the first deal; after it, 409 ``table/started``."""
+    gateway, command, seat = await _seat_command(request, table_id, credentials, "leave_table")
+    return answer_response(await submit(gateway, command, seat), command)
 
 
 @router.post(

@@ -192,3 +192,52 @@ async def test_resign_needs_a_seat_token(stack: Stack) -> None:
         "/tables/rs-3/resign", headers={"Authorization": "Bearer nobodys"}, content=b"{"
     )
     assert bad.status_code == 401
+
+
+# --- leave --------------------------------------------------------------------------------------
+
+
+async def test_leave_frees_the_seat_and_ends_its_token(stack: Stack) -> None:
+    await stack.create(table_id="lv-1", deals=1)
+    ana = await stack.join("lv-1", "ana", seat=0)
+    assert (await stack.http.get("/tables/lv-1/view", headers=ana.headers)).status_code == 200
+    response = await stack.http.post("/tables/lv-1/leave", headers=ana.headers)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert (body["ok"], body["table_id"], body["seat"], body["version"]) == (True, "lv-1", 0, 3)
+    public = (await stack.http.get("/tables/lv-1", params={"min_version": 3})).json()
+    assert public["seats"] == [None, None]
+    [row] = (await listed(stack))["tables"]
+    assert row["seats"][0]["taken"] is False and row["version"] == 3
+    for _ in range(2):  # the token is no seat's any more, now and when asked again
+        gone = await stack.http.get("/tables/lv-1/view", headers=ana.headers)
+        assert gone.status_code == 401 and gone.json()["code"] == "seat/bad_token"
+    bo = await stack.join("lv-1", "bo", seat=0)
+    assert bo.seat == 0 and bo.token != ana.token
+    assert (await stack.http.get("/tables/lv-1/view", headers=bo.headers)).status_code == 200
+
+
+async def test_leave_after_the_first_deal_is_table_started(stack: Stack) -> None:
+    await stack.create(table_id="lv-2", deals=1)
+    ana = await stack.join("lv-2", "ana", seat=0)
+    await stack.join("lv-2", "bo", seat=1)
+    before = (await stack.http.get("/tables/lv-2")).json()["version"]
+    response = await stack.http.post("/tables/lv-2/leave", headers=ana.headers)
+    assert response.status_code == 409, response.text
+    assert response.json()["code"] == "table/started"
+    after = (await stack.http.get("/tables/lv-2")).json()
+    assert after["version"] == before and after["seats"][0]["name"] == "ana"
+    assert (await stack.http.get("/tables/lv-2/view", headers=ana.headers)).status_code == 200
+    [row] = (await listed(stack, status="running"))["tables"]
+    assert row["table_id"] == "lv-2"
+
+
+async def test_leave_table_is_a_wire_command_too(stack: Stack) -> None:
+    await stack.create(table_id="lv-3", deals=1)
+    ana = await stack.join("lv-3", "ana", seat=1)
+    response = await ana.send(
+        {"type": "leave_table", "command_id": "leave-0001", "table_id": "lv-3"}
+    )
+    assert response.status_code == 200 and response.json()["seat"] == 1
+    events = (await stack.http.get("/tables/lv-3/events")).json()["events"]
+    assert events[-1]["payload"] == {"type": "player_left", "v": 1, "seat": 1}
