@@ -66,6 +66,7 @@ __all__ = [
     "MeldHand",
     "NextDeal",
     "Refuse",
+    "Rematch",
     "Resign",
     "RuleOptions",
     "Take",
@@ -208,6 +209,17 @@ class LeaveTable(CommandModel):
     type: Literal["leave_table"] = "leave_table"
 
 
+class Rematch(CommandModel):
+    """Agree, once the match is over, to play again: the same seats at ``next_table_id``.
+
+    The gateway's rematch route sends it and derives ``next_table_id``; a seat cannot send it
+    on its own.
+    """
+
+    type: Literal["rematch"] = "rematch"
+    next_table_id: TableId
+
+
 # --- play ----------------------------------------------------------------------------------------
 
 
@@ -273,6 +285,7 @@ Command = Annotated[
     | NextDeal
     | Resign
     | LeaveTable
+    | Rematch
     | Turn
     | Take
     | Refuse
@@ -293,6 +306,7 @@ COMMAND_TYPES: dict[str, type[CommandModel]] = {
         NextDeal,
         Resign,
         LeaveTable,
+        Rematch,
         Turn,
         Take,
         Refuse,

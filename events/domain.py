@@ -33,6 +33,7 @@ from events.base import (
     RuleSetName,
     Seat,
     Table,
+    TableId,
     WireModel,
 )
 
@@ -59,6 +60,8 @@ __all__ = [
     "MeldMade",
     "PlayerJoined",
     "PlayerLeft",
+    "RematchAgreed",
+    "RematchOpened",
     "Resigned",
     "RuleSet",
     "StakesSettled",
@@ -139,6 +142,22 @@ class PlayerLeft(EventModel):
     type: Literal["player_left"] = "player_left"
     v: Literal[1] = 1
     seat: Seat
+
+
+class RematchAgreed(EventModel):
+    """After the match, ``seat`` agreed to play again (a bot seat agrees without an event)."""
+
+    type: Literal["rematch_agreed"] = "rematch_agreed"
+    v: Literal[1] = 1
+    seat: Seat
+
+
+class RematchOpened(EventModel):
+    """Both seats agreed: the rematch is at table ``next_table_id`` (same rules, seats, clock)."""
+
+    type: Literal["rematch_opened"] = "rematch_opened"
+    v: Literal[1] = 1
+    next_table_id: TableId
 
 
 # --- the deal ------------------------------------------------------------------------------------
@@ -329,6 +348,8 @@ TableEvent = Annotated[
     TableCreated
     | PlayerJoined
     | PlayerLeft
+    | RematchAgreed
+    | RematchOpened
     | DealStarted
     | HandDealt
     | CardTurned
@@ -359,6 +380,8 @@ TABLE_EVENT_TYPES: dict[str, type[EventModel]] = {
         TableCreated,
         PlayerJoined,
         PlayerLeft,
+        RematchAgreed,
+        RematchOpened,
         DealStarted,
         HandDealt,
         CardTurned,

@@ -55,6 +55,11 @@ class SeatAuth:
         mac = hmac.new(self._secret, f"join:{table_id}:{key}".encode(), hashlib.sha256)
         return "j-" + base64.urlsafe_b64encode(mac.digest()).decode()[:22]
 
+    def derive(self, purpose: str) -> bytes:
+        """Return ``HMAC-SHA256(secret, purpose)``: ids nobody without the secret can guess
+        (a rematch's table and commands, ``services.gateway.rematch``)."""
+        return hmac.new(self._secret, purpose.encode(), hashlib.sha256).digest()
+
     def token(self, table_id: str, seat: int, join_command_id: str) -> str:
         """Return the token of the seat that the join ``join_command_id`` took."""
         return self.tokens.token(table_id, seat, join_command_id)

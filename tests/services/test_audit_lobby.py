@@ -1,6 +1,6 @@
 """``conquian audit`` on tables that hold the lobby's events: a seat given up before the first
-deal (``player_left``) passes, and one written where the service would not have written it
-fails."""
+deal (``player_left``) and a rematch (``rematch_agreed``, ``rematch_opened``) pass, and each
+written where the service would not have written it fails."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ T = "lobby-audit"
 
 
 async def play(store: EventStore, table_id: str = T, bot: bool = False) -> None:
-    """Create, join, leave, join again, resign (at a bot's table: join and resign)."""
+    """Create, join, leave, join again, resign, and agree to a rematch from both seats (the
+    human seat and its bot, at a bot's table)."""
     service = TableService(store, token_hasher=lambda t, s, c: "ab" * 32)
 
     async def ok(command: wc.Command, seat: int | None = None) -> None:
@@ -38,6 +39,9 @@ async def play(store: EventStore, table_id: str = T, bot: bool = False) -> None:
         await ok(wc.Join(table_id=table_id, command_id="j-join-00003", seat=1, name="cy"))
     await ok(wc.Join(table_id=table_id, command_id="j-join-00002", seat=0, name="bo"))
     await ok(wc.Resign(table_id=table_id, command_id="c-resign-01"), 0)
+    for n, seat in enumerate((0, 0) if bot else (0, 0, 1)):
+        rematch = wc.Rematch(table_id=table_id, command_id=f"c-rematch-{n}", next_table_id="t-2")
+        await ok(rematch, seat)
 
 
 def test_the_audit_passes_a_table_with_lobby_events(
@@ -53,7 +57,7 @@ def test_the_audit_passes_a_table_with_lobby_events(
         return kinds
 
     kinds = asyncio.run(record())
-    assert "player_left" in kinds
+    assert {"player_left", "rematch_agreed", "rematch_opened"} <= set(kinds)
     args = ["audit", T, "lobby-audit-bot", "--redis-url", redis_url, "--namespace", redis_ns]
     code = cli.main([*args, "--json"])
     data = json.loads(capsys.readouterr().out)
@@ -105,3 +109,19 @@ def test_a_seat_left_by_nobody_is_illegal() -> None:
     at = _at(bodies, "player_left")
     bodies[at] = {**bodies[at], "seat": 1}
     assert _failure(bodies) == ("audit/illegal_move", at + 1)
+
+
+def test_a_rematch_before_the_end_is_illegal() -> None:
+    bodies = _stored()
+    agreed = bodies[_at(bodies, "rematch_agreed")]
+    at = _at(bodies, "resigned")
+    assert _failure([*bodies[:at], agreed, *bodies[at:]]) == ("audit/illegal_move", at + 1)
+
+
+def test_a_rematch_opened_before_both_agreed_is_illegal() -> None:
+    bodies = _stored()
+    second = _at(bodies, "rematch_opened") - 1  # the second seat's agreement
+    assert bodies[second]["type"] == "rematch_agreed"
+    opened = {**bodies[second + 1], "command_id": bodies[second - 1]["command_id"]}
+    forged = [*bodies[:second], opened]
+    assert _failure(forged) == ("audit/illegal_move", second + 1)
