@@ -63,6 +63,14 @@ def test_the_audit_passes_a_table_with_lobby_events(
     data = json.loads(capsys.readouterr().out)
     assert code == 0, data
     assert [r["status"] for r in data["reports"]] == ["over", "over"]
+    assert cli.main(["replay", T, "--redis-url", redis_url, "--namespace", redis_ns]) == 0
+    transcript = capsys.readouterr().out
+    for line in (
+        "seat 0: left before the first deal",
+        "seat 1: agrees to a rematch",
+        "rematch at table t-2",
+    ):
+        assert line in transcript
 
 
 def _stored() -> list[dict[str, Any]]:
