@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from services import lobby
 from services.gateway.auth import SeatAuth
@@ -151,6 +153,30 @@ async def test_an_older_row_never_replaces_a_newer_one(stack: Stack, redis_clien
     await lobby.forget(redis_client, keys, ["old-1"])
     assert (await listed(stack, status="running"))["tables"] == []
     assert await redis_client.hget(keys.lobby("rows"), "old-1") is None
+
+
+async def test_a_failed_lobby_write_is_retried_until_written(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from services.engine_worker import batch
+
+    calls: list[list[str]] = []
+
+    async def flaky(redis: Any, keys: Any, rows: Any, now: int) -> None:
+        rows = list(rows)
+        calls.append([r.table_id for r in rows])
+        if len(calls) == 1:
+            raise RedisConnectionError("the lobby is away")
+        await lobby.write_rows(redis, keys, rows, now)
+
+    monkeypatch.setattr(batch, "write_rows", flaky)
+    await stack.create(table_id="flaky-1", deals=1)
+    for _ in range(200):
+        if (await listed(stack))["tables"]:
+            break
+        await asyncio.sleep(0.05)
+    assert [t["table_id"] for t in (await listed(stack))["tables"]] == ["flaky-1"]
+    assert calls[:2] == [["flaky-1"], ["flaky-1"]]  # failed, then written by the retry
 
 
 async def test_the_lobby_routes_are_in_the_openapi_document(stack: Stack) -> None:
