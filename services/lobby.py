@@ -151,13 +151,13 @@ async def write_rows(
         text = json.dumps(r.row, separators=(",", ":"), ensure_ascii=False) if r.row else ""
         args += [r.table_id, r.version, r.status or "", text]
     if len(args) > 1:
-        await redis.eval(WRITE_LUA, 3, *_keys(keys), *args)  # type: ignore[misc]
+        await redis.eval(WRITE_LUA, 3, *_keys(keys), *args)
 
 
 async def forget(redis: Redis | RedisCluster, keys: KeySpace, table_ids: Sequence[str]) -> None:
     """Take tables out of the lobby and drop their rows (the archiver moved them out)."""
     if table_ids:
-        await redis.eval(FORGET_LUA, 3, *_keys(keys), *table_ids)  # type: ignore[misc]
+        await redis.eval(FORGET_LUA, 3, *_keys(keys), *table_ids)
 
 
 def encode_cursor(member: str) -> str:
@@ -182,9 +182,7 @@ async def page(
     """Return ``{"tables": [...], "next_cursor": ...}``: up to ``limit`` rows of a list,
     newest first, after ``cursor``; raise :class:`BadCursor` for a cursor no page gave."""
     after = "" if cursor is None else decode_cursor(cursor)
-    reply = await redis.eval(  # type: ignore[misc]
-        PAGE_LUA, 2, keys.lobby(status), keys.lobby("rows"), after, limit + 1
-    )
+    reply = await redis.eval(PAGE_LUA, 2, keys.lobby(status), keys.lobby("rows"), after, limit + 1)
     pairs = [(_text(reply[i]), _text(reply[i + 1])) for i in range(0, len(reply), 2)]
     more = len(pairs) > limit
     pairs = pairs[:limit]
