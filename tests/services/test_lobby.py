@@ -12,7 +12,7 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from services import lobby
+from services import cli, lobby
 from services.gateway.auth import SeatAuth
 from services.gateway.rematch import next_table_id
 from services.gateway.testing import Seat, Stack
@@ -177,6 +177,26 @@ async def test_a_failed_lobby_write_is_retried_until_written(
         await asyncio.sleep(0.05)
     assert [t["table_id"] for t in (await listed(stack))["tables"]] == ["flaky-1"]
     assert calls[:2] == [["flaky-1"], ["flaky-1"]]  # failed, then written by the retry
+
+
+async def test_the_lobby_rebuilds_from_the_tables(stack: Stack, redis_client: Redis) -> None:
+    for n in range(5):
+        await stack.create(table_id=f"rb-{n}", deals=1)
+    await stack.join("rb-1", "ana", seat=1)
+    await stack.join("rb-2", "ana", seat=0)
+    await stack.join("rb-2", "bo", seat=1)
+    await stack.join("rb-3", "cy", seat=0)
+    cy = await stack.join("rb-3", "di", seat=1)
+    assert (await stack.http.post("/tables/rb-3/resign", headers=cy.headers)).status_code == 200
+    before = [await every(stack, status, 2) for status in ("waiting", "running")]
+    assert before == [["rb-4", "rb-1", "rb-0"], ["rb-2"]]
+    keys = stack.settings.keys
+    await redis_client.delete(*(keys.lobby(p) for p in ("waiting", "running", "rows")))
+    assert await every(stack, "waiting", 2) == []
+    args = ["lobby", "--rebuild", "--redis-url", stack.settings.redis_url]
+    args += ["--namespace", stack.settings.namespace, "--shards", "2"]
+    assert await asyncio.to_thread(cli.main, args) == 0
+    assert [await every(stack, status, 2) for status in ("waiting", "running")] == before
 
 
 async def test_the_lobby_routes_are_in_the_openapi_document(stack: Stack) -> None:
