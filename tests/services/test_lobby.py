@@ -333,6 +333,9 @@ async def test_rematch_once_both_agree_at_a_table_like_the_first(stack: Stack) -
         await stack.http.get("/tables/rm-1", params={"min_version": second["version"]})
     ).json()
     assert public["rematch"] == {"agreed": [0, 1], "table_id": new_id}
+    for headers in ({}, ana.headers):  # the spectator's and a seat's views show it too
+        seen = (await stack.http.get("/tables/rm-1/view", headers=headers)).json()
+        assert seen["rematch"] == {"agreed": [0, 1], "table_id": new_id}
     new = (await stack.http.get(f"/tables/{new_id}")).json()
     old = (await stack.http.get("/tables/rm-1")).json()
     for name in ("rules", "deals", "target_score", "turn_seconds"):
