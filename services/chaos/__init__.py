@@ -1,0 +1,1 @@
+"""The checks of a run that killed processes (``checks``); ``docs/chaos.md``."""
