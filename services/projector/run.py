@@ -115,10 +115,10 @@ async def _follow(
     while not stop.is_set():
         try:
             now = time.monotonic()
-            if now >= next_claim:
+            if now >= next_claim or outage.ongoing:  # after an outage: the leases first
                 await projector.balance()
                 next_claim = now + interval
-            outage.ok()
+                outage.ok()
             if projector.owned:
                 stats = await projector.step(block_ms=block_ms)
                 collect_at_rest()  # between rounds: what is young now is what the round kept

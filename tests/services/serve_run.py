@@ -20,6 +20,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import redis
+
+from services.shard_leases import lease_key
+from services.store.keys import KeySpace
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -121,6 +126,11 @@ class ServeRun:
         with self._lock:
             return "\n".join(json.dumps(line) for line in self.lines[-count:])
 
+    def version(self, table: str) -> int:
+        """The version of a table's public view (-1 when it cannot be read)."""
+        status, view, _ = self.http("GET", f"/tables/{table}")
+        return int(view["version"]) if status == 200 else -1
+
     # -- HTTP -----------------------------------------------------------------------------------
     def http(
         self, method: str, path: str, body: dict[str, Any] | None = None, timeout: float = 10
@@ -141,6 +151,63 @@ class ServeRun:
             except ValueError:
                 parsed = {"raw": raw.decode(errors="replace")}
             return error.code, parsed, dict(error.headers)
+
+
+class Creates:
+    """Threads that create tables through the gateway, one request at a time each, and keep a
+    ledger: (sent, answered, status, table id)."""
+
+    def __init__(self, serve: ServeRun, keys: KeySpace, threads: int = 3) -> None:
+        self.serve = serve
+        self.keys = keys
+        self.ledger: list[tuple[float, float, int, str | None]] = []
+        self.stop = threading.Event()
+        self._lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
+        for thread in self._threads:
+            thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            sent = time.monotonic()
+            try:
+                status, body, _ = self.serve.http("POST", "/tables", {"deals": 1})
+            except OSError:  # the gateway restarting: nothing was sent
+                status, body = 0, {}
+            with self._lock:
+                self.ledger.append((sent, time.monotonic(), status, body.get("table_id")))
+            if status not in (201, 202):
+                time.sleep(0.05)
+
+    def finish(self) -> list[tuple[float, float, int, str | None]]:
+        self.stop.set()
+        for thread in self._threads:
+            thread.join(30)
+        return list(self.ledger)
+
+    def first_accepted_after(self, moment: float, shards: set[int] | None = None) -> float:
+        """Seconds from ``moment`` to the first create sent after it that was answered 201
+        (of a table on one of ``shards``, when given)."""
+        keys = self.keys
+        with self._lock:
+            done = [
+                answered
+                for sent, answered, status, table in self.ledger
+                if sent >= moment and status == 201 and table is not None
+                and (shards is None or keys.shard_of(table) in shards)
+            ]  # fmt: skip
+        return min(done) - moment if done else float("inf")
+
+
+def worker_shards(redis_url: str, ns: str, shards: int, suffix: str) -> set[int]:
+    """The shards whose lease holds a worker id ending in ``suffix``."""
+    keys = KeySpace(ns=ns, shards=shards)
+    client = redis.Redis.from_url(redis_url)
+    try:
+        holders = [client.get(lease_key(keys, s)) for s in range(shards)]
+    finally:
+        client.close()
+    return {s for s, h in enumerate(holders) if h is not None and h.decode().endswith(suffix)}
 
 
 def until(predicate: Callable[[], bool], timeout: float, step: float = 0.02) -> float:

@@ -20,17 +20,14 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
-from services.shard_leases import lease_key
 from services.store.keys import KeySpace
-from tests.services.serve_run import ServeRun, until, zombie
+from tests.services.serve_run import Creates, ServeRun, until, worker_shards, zombie
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -40,67 +37,6 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
-
-
-class Creates:
-    """Threads that create tables through the gateway, one request at a time each, and keep a
-    ledger: (sent, answered, status, table id)."""
-
-    def __init__(self, serve: ServeRun, threads: int = 3) -> None:
-        self.serve = serve
-        self.ledger: list[tuple[float, float, int, str | None]] = []
-        self.stop = threading.Event()
-        self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
-        for thread in self._threads:
-            thread.start()
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            sent = time.monotonic()
-            try:
-                status, body, _ = self.serve.http("POST", "/tables", {"deals": 1})
-            except OSError:  # the gateway restarting: nothing was sent
-                status, body = 0, {}
-            with self._lock:
-                self.ledger.append((sent, time.monotonic(), status, body.get("table_id")))
-            if status not in (201, 202):
-                time.sleep(0.05)
-
-    def finish(self) -> list[tuple[float, float, int, str | None]]:
-        self.stop.set()
-        for thread in self._threads:
-            thread.join(30)
-        return list(self.ledger)
-
-    def first_accepted_after(self, moment: float, shards: set[int] | None = None) -> float:
-        """Seconds from ``moment`` to the first create sent after it that was answered 201
-        (of a table on one of ``shards``, when given)."""
-        keys = KeySpace(ns="supervised", shards=4)
-        with self._lock:
-            done = [
-                answered
-                for sent, answered, status, table in self.ledger
-                if sent >= moment and status == 201 and table is not None
-                and (shards is None or keys.shard_of(table) in shards)
-            ]  # fmt: skip
-        return min(done) - moment if done else float("inf")
-
-
-def worker_shards(redis_url: str, ns: str, shards: int, suffix: str) -> set[int]:
-    """The shards whose lease holds a worker id ending in ``suffix``."""
-    keys = KeySpace(ns=ns, shards=shards)
-    client = redis.Redis.from_url(redis_url)
-    try:
-        holders = [client.get(lease_key(keys, s)) for s in range(shards)]
-    finally:
-        client.close()
-    return {s for s, h in enumerate(holders) if h is not None and h.decode().endswith(suffix)}
-
-
-def bot_version(serve: ServeRun, table: str) -> int:
-    status, view, _ = serve.http("GET", f"/tables/{table}")
-    return int(view["version"]) if status == 200 else -1
 
 
 def test_serve_restarts_its_redis_and_dead_services_and_loses_nothing(tmp_path: Path) -> None:
@@ -121,8 +57,8 @@ def test_serve_restarts_its_redis_and_dead_services_and_loses_nothing(tmp_path: 
                                                          "deals": 12})  # fmt: skip
         assert status == 201, bots
         bot_table = bots["table_id"]
-        creates = Creates(serve)
-        until(lambda: bot_version(serve, bot_table) > 20, 60)
+        creates = Creates(serve, KeySpace(ns="supervised", shards=4))
+        until(lambda: serve.version(bot_table) > 20, 60)
         pids = serve.pids()
         assert set(pids) == {"engine-worker-0", "engine-worker-1", "projector", "bots",
                              "clock", "gateway"}  # fmt: skip
@@ -139,8 +75,8 @@ def test_serve_restarts_its_redis_and_dead_services_and_loses_nothing(tmp_path: 
         times["redis: kill -> restarted"] = restarted["_at"] - killed
         until(lambda: serve.http("GET", "/readyz", timeout=2)[0] == 200, 30)
         times["redis: kill -> /readyz 200"] = time.monotonic() - killed
-        version = bot_version(serve, bot_table)
-        until(lambda: bot_version(serve, bot_table) > version, 30)
+        version = serve.version(bot_table)
+        until(lambda: serve.version(bot_table) > version, 30)
         times["redis: kill -> bot table moves"] = time.monotonic() - killed
         until(lambda: creates.first_accepted_after(killed) < float("inf"), 30)
         times["redis: kill -> a create answered"] = creates.first_accepted_after(killed)
@@ -165,8 +101,8 @@ def test_serve_restarts_its_redis_and_dead_services_and_loses_nothing(tmp_path: 
 
             until(lambda: answered() < float("inf"), 30)
             times[f"{name}: kill -> a create answered"] = answered()
-            version = bot_version(serve, bot_table)
-            until(lambda: bot_version(serve, bot_table) > version, 30)  # noqa: B023
+            version = serve.version(bot_table)
+            until(lambda: serve.version(bot_table) > version, 30)  # noqa: B023
             times[f"{name}: kill -> bot table moves"] = time.monotonic() - killed
             pids[name] = again["pid"]
             assert serve.pids() == pids, "only the killed process was restarted"
