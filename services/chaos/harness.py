@@ -4,11 +4,12 @@ In the run's folder: ``redis/`` (the private Redis's data and AOF), ``serve.log`
 services' JSON log lines), ``loadtest.json`` and ``loadtest.log`` (the load tool's report and
 errors) and ``ledger.jsonl`` (the commands it got an accepted answer for).
 
-Order: Redis (AOF on, ``appendfsync everysec``), then serve with ``REDIS_URL`` pointing at it,
-then the load (``conquian loadtest --retry --ledger``) for the run's duration while the killer
-works; then the load's grace, serve stopped by SIGINT, and the checks on the quiet store
-(``services.chaos.checks``).  Redis is restarted by this harness, not by serve
-(``docs/chaos.md``).
+Order: serve with its own private Redis in ``redis/`` (AOF on, ``appendfsync everysec``; serve
+restarts it as it restarts its services), then the load (``conquian loadtest --retry
+--ledger``) for the run's duration while the killer works; then the load's grace, and the
+checks (``services.chaos.checks``) on the quiet service, once the views have settled (views are
+derived data kept out of the AOF: after a Redis restart the projector folds them back from the
+feeds); then serve is stopped by SIGINT (``docs/chaos.md``).
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -74,20 +75,6 @@ class Outcome:
     up_at_end: bool
 
 
-def run(plan: Plan) -> Outcome:
-    """Carry out a chaos run and its checks; return what it found.
-
-    Raises RuntimeError when the service does not start.
-    """
-    plan.folder.mkdir(parents=True, exist_ok=True)
-    redis = LocalRedis(plan.folder / "redis", port=free_port())
-    redis.start()
-    try:
-        return _with_redis(plan, redis)
-    finally:
-        redis.stop()
-
-
 def free_port() -> int:
     """Return a TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket() as sock:
@@ -96,60 +83,79 @@ def free_port() -> int:
         return port
 
 
-def _with_redis(plan: Plan, redis: LocalRedis) -> Outcome:
+def run(plan: Plan) -> Outcome:
+    """Carry out a chaos run and its checks; return what it found.
+
+    Raises RuntimeError when the service does not start.
+    """
+    plan.folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
     env = {
         **os.environ,
-        "REDIS_URL": redis.url,
         "CONQUIAN_SHARDS": str(plan.shards),
         "CONQUIAN_LOG_LEVEL": os.environ.get("CONQUIAN_LOG_LEVEL", "WARNING"),
     }
+    env.pop("REDIS_URL", None)  # serve starts, and restarts, a Redis of its own
     env.pop("CONQUIAN_ARCHIVE_DIR", None)  # the tables stay in Redis, where the checks read
     with (plan.folder / "serve.log").open("w") as serve_log:
-        serve = _start_serve(env, port, plan.workers, serve_log)
+        serve = _start_serve(env, port, plan, serve_log)
         try:
-            _wait_ready(f"http://127.0.0.1:{port}", serve)
-            killer = Killer(Targets(serve.pid, redis, plan.workers), plan.kinds, plan.interval,
-                            plan.seed)  # fmt: skip
+            redis_port = _wait_ready(serve)
+            targets = Targets(serve.pid, redis_port, plan.workers)
+            killer = Killer(targets, plan.kinds, plan.interval, plan.seed)
             started, wall = time.monotonic(), time.time()
             load = _start_load(env, port, plan)
+            _wait_first_accepted(plan.folder / "ledger.jsonl", load)
             killer.run(started, started + plan.duration, lambda: load.poll() is not None)
-            up = _wait_all_up(killer.targets)
+            up = _wait_all_up(targets)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 load.wait(timeout=plan.grace + 60)
             if load.poll() is None:
                 load.kill()
                 load.wait()
             seconds = time.monotonic() - started
+            found = _check_live(plan, {**env, "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0"})
         finally:
             _stop(serve)
-    return _check(plan, env, killer, seconds, wall, up)
+    differing = _check_rebuild(plan, env, found)
+    report = plan.folder / "loadtest.json"
+    return Outcome(
+        seconds=seconds,
+        killer=killer,
+        ledger=found.ledger.as_dict(),
+        anywhere_doubled=found.doubled,
+        stall=longest_stall([e.at for e in found.entries], wall, wall + plan.duration),
+        audit=found.audit,
+        views_compared=len(found.views),
+        views_differing=differing,
+        load=json.loads(report.read_text()) if report.exists() else {},
+        up_at_end=up,
+    )
 
 
-def _start_serve(
-    env: dict[str, str], port: int, workers: int, log: TextIO
-) -> subprocess.Popen[str]:
+def _start_serve(env: dict[str, str], port: int, plan: Plan, log: TextIO) -> subprocess.Popen[str]:
     argv = [sys.executable, "-m", "services.cli", "serve", "--port", str(port),
-            "--workers", str(workers)]  # fmt: skip
+            "--workers", str(plan.workers), "--data-dir", str(plan.folder / "redis")]  # fmt: skip
     return subprocess.Popen(
         argv, cwd=checks.ROOT, env=env, stdout=subprocess.PIPE, stderr=log, text=True,
         start_new_session=True,  # its own process group: the services are found in it
     )  # fmt: skip
 
 
-def _wait_ready(url: str, serve: subprocess.Popen[str]) -> None:
+def _wait_ready(serve: subprocess.Popen[str]) -> int:
+    """Wait for serve's banner; return the port of its Redis (``Redis: redis://…:PORT/0``)."""
+    assert serve.stdout is not None
     deadline = time.monotonic() + READY_TIMEOUT_S
+    running = False
     while time.monotonic() < deadline:
-        if serve.poll() is not None:
-            raise RuntimeError(f"conquian serve exited with {serve.returncode}")
-        with (
-            contextlib.suppress(OSError),
-            urllib.request.urlopen(f"{url}/readyz", timeout=1) as response,
-        ):
-            if response.status == 200:
-                return
-        time.sleep(0.2)
-    raise RuntimeError(f"{url}/readyz did not answer 200 within {READY_TIMEOUT_S} s")
+        line = serve.stdout.readline()
+        if not line:
+            raise RuntimeError(f"conquian serve exited with {serve.wait()}")
+        running = running or line.startswith("Conquian is running")
+        found = re.match(r"Redis: redis://[^ ]*?:(\d+)/", line)
+        if running and found:
+            return int(found.group(1))
+    raise RuntimeError(f"conquian serve did not say it runs within {READY_TIMEOUT_S} s")
 
 
 def _start_load(env: dict[str, str], port: int, plan: Plan) -> subprocess.Popen[bytes]:
@@ -164,6 +170,16 @@ def _start_load(env: dict[str, str], port: int, plan: Plan) -> subprocess.Popen[
     ]  # fmt: skip
     with (folder / "loadtest.log").open("w") as log:
         return subprocess.Popen(argv, cwd=checks.ROOT, env=env, stdout=log, stderr=log)
+
+
+def _wait_first_accepted(ledger: Path, load: subprocess.Popen[bytes]) -> None:
+    """Wait until the load tool has had a command accepted: the kills start under load."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline and load.poll() is None:
+        if ledger.exists() and ledger.stat().st_size > 0:
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"the load tool had no command accepted (exit status {load.poll()})")
 
 
 def _wait_all_up(targets: Targets) -> bool:
@@ -191,30 +207,41 @@ def _stop(serve: subprocess.Popen[str]) -> None:
         serve.stdout.close()
 
 
-def _check(
-    plan: Plan, env: dict[str, str], killer: Killer, seconds: float, started: float, up: bool
-) -> Outcome:
-    """Check the quiet store: the ledger, the audit, and the views against a rebuild."""
+@dataclass
+class Found:
+    """What the checks on the live service found, before serve stops."""
+
+    entries: list[Entry]
+    ledger: checks.LedgerCheck
+    doubled: list[str]
+    tables: list[str]
+    views: dict[str, Any]
+    audit: dict[str, Any]
+
+
+def _check_live(plan: Plan, env: dict[str, str]) -> Found:
+    """Check the quiet service: the ledger, the audit, and the views once settled."""
     ledger_path = plan.folder / "ledger.jsonl"
     entries = read_ledger(ledger_path) if ledger_path.exists() else []
     ledger, doubled, tables = asyncio.run(_store_checks(env, entries))
-    before = asyncio.run(_views(env, tables))
-    audit = checks.audit_all(env)
-    checks.rebuild_views(env)
-    after = asyncio.run(_views(env, tables))
-    report = plan.folder / "loadtest.json"
-    return Outcome(
-        seconds=seconds,
-        killer=killer,
-        ledger=ledger.as_dict(),
-        anywhere_doubled=doubled,
-        stall=longest_stall([e.at for e in entries], started, started + plan.duration),
-        audit=audit,
-        views_compared=len(before),
-        views_differing=checks.differences(before, after),
-        load=json.loads(report.read_text()) if report.exists() else {},
-        up_at_end=up,
-    )
+    views = _settled_views(env, tables)
+    return Found(entries, ledger, doubled, tables, views, checks.audit_all(env))
+
+
+def _check_rebuild(plan: Plan, env: dict[str, str], found: Found) -> list[str]:
+    """Rebuild every view from the events (serve stopped: the rebuild wants the projector's
+    leases; Redis started again from its AOF) and return the views that differ from the live
+    ones."""
+    with LocalRedis(plan.folder / "redis") as redis:
+        env = {**env, "REDIS_URL": redis.url}
+        checks.rebuild_views(env)
+        rebuilt = asyncio.run(_views(env, found.tables))
+    differing = checks.differences(found.views, rebuilt)
+    if differing:  # kept for a look: what was stored, and what a rebuild wrote
+        for name, views in (("views-stored.json", found.views), ("views-rebuilt.json", rebuilt)):
+            kept = {key: views.get(key) for key in differing}
+            (plan.folder / name).write_text(json.dumps(kept, indent=1, sort_keys=True) + "\n")
+    return differing
 
 
 async def _store_checks(
@@ -240,6 +267,18 @@ async def _views(env: dict[str, str], tables: list[str]) -> dict[str, Any]:
         return await checks.read_views(client, settings.keys, tables)
     finally:
         await client.aclose()
+
+
+def _settled_views(env: dict[str, str], tables: list[str]) -> dict[str, Any]:
+    """Return the stored views once two reads a second apart agree (at most a minute)."""
+    views = asyncio.run(_views(env, tables))
+    for _ in range(60):
+        time.sleep(1.0)
+        again = asyncio.run(_views(env, tables))
+        if again == views:
+            break
+        views = again
+    return views
 
 
 def longest_stall(accepted_at: list[float], start: float, end: float) -> tuple[float, float]:

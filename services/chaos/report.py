@@ -17,8 +17,9 @@ from typing import Any
 
 from services.chaos.harness import Outcome, Plan
 
-REDIS_RESTARTED_BY = "chaos"
-"""Who starts Redis again after its SIGKILL: this harness (``services.chaos.targets``)."""
+REDIS_RESTARTED_BY = "serve"
+"""Who starts Redis again after its SIGKILL: ``conquian serve``'s supervisor, as it restarts
+the services (``services.supervisor``)."""
 
 
 def build(plan: Plan, outcome: Outcome) -> dict[str, Any]:
