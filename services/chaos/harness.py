@@ -101,7 +101,7 @@ def run(plan: Plan) -> Outcome:
         serve = _start_serve(env, port, plan, serve_log)
         try:
             redis_port = _wait_ready(serve)
-            targets = Targets(serve.pid, redis_port, plan.workers)
+            targets = Targets(serve.pid, redis_port, f"http://127.0.0.1:{port}", plan.workers)
             killer = Killer(targets, plan.kinds, plan.interval, plan.seed)
             started, wall = time.monotonic(), time.time()
             load = _start_load(env, port, plan)

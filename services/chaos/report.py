@@ -5,8 +5,8 @@ Top-level keys: ``tool``, ``ok`` (every check held and every kind was killed), `
 until it was replaced), ``kill_log`` (every kill), ``commands`` (``accepted`` per the ledger,
 ``lost``, ``doubled``, ``version_mismatch``, ``doubled_anywhere``), ``longest_stall_s`` and
 ``longest_stall_at_s``, ``audit`` (``conquian audit --all``'s summary), ``views`` (compared,
-differing), ``load`` (the load tool's counts, errors and retries) and ``problems`` (why ``ok``
-is false).
+differing), ``load`` (the load tool's counts, errors and retries), ``machine`` (cores and load
+average, from the load tool's report) and ``problems`` (why ``ok`` is false).
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ def build(plan: Plan, outcome: Outcome) -> dict[str, Any]:
             "latency_ms": load.get("latency_ms"),
         },
         "all_up_at_end": outcome.up_at_end,
+        "machine": load.get("machine"),
     }
     report["problems"] = problems(report)
     report["ok"] = not report["problems"]
@@ -89,6 +90,9 @@ def problems(report: dict[str, Any]) -> list[str]:
         found.append(f"the audit failed on {report['audit']['tables_failed']} table(s)")
     if report["views"]["differing"]:
         found.append(f"{report['views']['differing']} view(s) differ from a rebuild")
+    given_up = report["load"]["errors"] or {}
+    if given_up:
+        found.append(f"the load tool gave up {sum(given_up.values())} table(s): {given_up}")
     if not report["all_up_at_end"]:
         found.append("not every service was running at the end")
     return found

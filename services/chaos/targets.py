@@ -14,6 +14,7 @@ import contextlib
 import os
 import signal
 import time
+import urllib.request
 from pathlib import Path
 
 import redis
@@ -87,9 +88,10 @@ def service_pids(group: int) -> dict[str, list[int]]:
 class Targets:
     """Kill a process of a kind, and wait until serve has replaced it."""
 
-    def __init__(self, serve_pid: int, redis_port: int, workers: int) -> None:
+    def __init__(self, serve_pid: int, redis_port: int, gateway_url: str, workers: int) -> None:
         self.serve = serve_pid  # also the process group of the services (a session of its own)
         self.redis_port = redis_port
+        self.gateway_url = gateway_url
         self.expected = {kind: workers if kind == "engine-worker" else 1 for kind in SERVICES}
 
     def kill(self, kind: str, pick: int) -> int:
@@ -110,8 +112,9 @@ class Targets:
         return pid
 
     def replace(self, kind: str, killed: int, timeout: float) -> float | None:
-        """Wait until ``kind`` runs again without ``killed`` (Redis: and answers PING); return
-        the seconds since the call, None when it did not within ``timeout``."""
+        """Wait until ``kind`` runs again without ``killed`` (Redis: and answers PING; the
+        gateway: and its ``/readyz`` answers 200); return the seconds since the call, None when
+        it did not within ``timeout``."""
         started = time.monotonic()
         while time.monotonic() - started < timeout:
             if self._back(kind, killed):
@@ -124,7 +127,8 @@ class Targets:
             pid = redis_pid(self.serve, self.redis_port)
             return pid not in (None, killed) and answers_ping(self.redis_port)
         pids = service_pids(self.serve)[kind]
-        return killed not in pids and len(pids) >= self.expected[kind]
+        started = killed not in pids and len(pids) >= self.expected[kind]
+        return started and (kind != "gateway" or ready(self.gateway_url))
 
     def all_up(self) -> bool:
         """Say whether Redis and every service run, as many of each as serve starts."""
@@ -141,3 +145,12 @@ def answers_ping(port: int) -> bool:
             return bool(client.ping())
         except redis.RedisError:
             return False
+
+
+def ready(url: str) -> bool:
+    """Say whether the gateway at ``url`` answers ``/readyz`` with 200."""
+    try:
+        with urllib.request.urlopen(f"{url}/readyz", timeout=0.5) as response:
+            return bool(response.status == 200)
+    except OSError:  # refused, reset, timed out, or an HTTP error status
+        return False

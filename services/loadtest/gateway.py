@@ -155,7 +155,7 @@ class GatewayTable:
         if bots:
             self.watch_stats = stats
             self.viewers = [(None, None)]
-            await self._connect(None, None)
+            await self._connect_all(stats)
             return
         tokens = []
         for seat in (0, 1):
@@ -167,6 +167,24 @@ class GatewayTable:
             answer = await self._post("join", f"/tables/{self.table_id}/join", join, stats)
             tokens.append(str(answer["token"]))
         self.viewers = [(0, tokens[0]), (1, tokens[1])]
+        await self._connect_all(stats)
+
+    async def _connect_all(self, stats: Stats) -> None:
+        """Open the sockets of ``viewers``; with ``--retry``, until the gateway takes them."""
+        started = time.perf_counter()
+        attempt = 0
+        while True:
+            try:
+                return await (self.reconnect() if attempt else self._open_sockets())
+            except TableGivenUp as error:
+                gone = time.perf_counter() - started > self.options.timeout
+                if not self.options.retry or gone or not error.code.startswith("ws/"):
+                    raise
+                attempt += 1
+                stats.retried(error.code)
+                await asyncio.sleep(min(1.0, 0.1 * 2 ** (attempt - 1)))
+
+    async def _open_sockets(self) -> None:
         for viewer, token in self.viewers:
             await self._connect(viewer, token)
 
@@ -313,8 +331,7 @@ class GatewayTable:
         await self.close()
         self.sockets, self.readers = [], []
         self.closed = None
-        for seat, token in self.viewers:  # all or none: a failure here closes them next time
-            await self._connect(seat, token)
+        await self._open_sockets()  # all or none: a failure here closes them next time
 
     async def close(self) -> None:
         """Close the sockets and stop their readers."""

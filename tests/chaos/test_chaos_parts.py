@@ -85,6 +85,7 @@ def _report(**changes: Any) -> dict[str, Any]:
                      "doubled_anywhere": 0},
         "audit": {"ok": True, "tables_failed": 0},
         "views": {"differing": 0},
+        "load": {"errors": {}},
         "all_up_at_end": True,
     }  # fmt: skip
     for key, value in changes.items():
@@ -103,6 +104,10 @@ def test_the_report_passes_only_a_run_where_everything_held() -> None:
     ]
     assert chaos_report.problems(_report(views={"differing": 1})) == [
         "1 view(s) differ from a rebuild"
+    ]
+    gave_up = _report(load={"errors": {"ws/connect_failed": 1}})
+    assert chaos_report.problems(gave_up) == [
+        "the load tool gave up 1 table(s): {'ws/connect_failed': 1}"
     ]
 
 
