@@ -97,6 +97,7 @@ def run(plan: Plan) -> Outcome:
     }
     env.pop("REDIS_URL", None)  # serve starts, and restarts, a Redis of its own
     env.pop("CONQUIAN_ARCHIVE_DIR", None)  # the tables stay in Redis, where the checks read
+    load: subprocess.Popen[bytes] | None = None
     with (plan.folder / "serve.log").open("w") as serve_log:
         serve = _start_serve(env, port, plan, serve_log)
         try:
@@ -110,12 +111,12 @@ def run(plan: Plan) -> Outcome:
             up = _wait_all_up(targets)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 load.wait(timeout=plan.grace + 60)
-            if load.poll() is None:
-                load.kill()
-                load.wait()
+            _end(load)  # the checks want a quiet service
             seconds = time.monotonic() - started
             found = _check_live(plan, {**env, "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0"})
         finally:
+            if load is not None:
+                _end(load)
             _stop(serve)
     differing = _check_rebuild(plan, env, found)
     report = plan.folder / "loadtest.json"
@@ -170,6 +171,13 @@ def _start_load(env: dict[str, str], port: int, plan: Plan) -> subprocess.Popen[
     ]  # fmt: skip
     with (folder / "loadtest.log").open("w") as log:
         return subprocess.Popen(argv, cwd=checks.ROOT, env=env, stdout=log, stderr=log)
+
+
+def _end(load: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the load tool if it still runs; reap it."""
+    if load.poll() is None:
+        load.kill()
+    load.wait()
 
 
 def _wait_first_accepted(ledger: Path, load: subprocess.Popen[bytes]) -> None:
