@@ -57,6 +57,10 @@ class ServeRun:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        dump = os.environ.get("CONQUIAN_TEST_SERVE_LOG")  # a file for the log lines, to debug
+        if dump:
+            with self._lock, open(dump, "a") as sink:
+                sink.writelines(json.dumps(line) + "\n" for line in self.lines)
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGINT)
             try:
@@ -157,7 +161,7 @@ class Creates:
     """Threads that create tables through the gateway, one request at a time each, and keep a
     ledger: (sent, answered, status, table id)."""
 
-    def __init__(self, serve: ServeRun, keys: KeySpace, threads: int = 3) -> None:
+    def __init__(self, serve: ServeRun, keys: KeySpace, threads: int = 2) -> None:
         self.serve = serve
         self.keys = keys
         self.ledger: list[tuple[float, float, int, str | None]] = []
@@ -176,8 +180,7 @@ class Creates:
                 status, body = 0, {}
             with self._lock:
                 self.ledger.append((sent, time.monotonic(), status, body.get("table_id")))
-            if status not in (201, 202):
-                time.sleep(0.05)
+            time.sleep(0.02 if status in (201, 202) else 0.05)  # a steady load, not a flood
 
     def finish(self) -> list[tuple[float, float, int, str | None]]:
         self.stop.set()
