@@ -272,13 +272,13 @@ class GatewayTable:
         future: asyncio.Future[tuple[Mapping[str, Any], float]] = (
             asyncio.get_running_loop().create_future()
         )
-        self.waiting[str(command["command_id"])] = future
-        payload = orjson.dumps({"kind": "command", "command": command}).decode()
-        started = time.perf_counter()
         if self.closed is not None:
             raise self.closed
         if len(self.sockets) != len(self.viewers):
             raise TableGivenUp("ws/closed", "the table's sockets are not all open")
+        self.waiting[str(command["command_id"])] = future
+        payload = orjson.dumps({"kind": "command", "command": command}).decode()
+        started = time.perf_counter()
         try:
             await self.sockets[seat].send_str(payload)
         except (aiohttp.ClientError, ConnectionError) as error:
