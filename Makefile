@@ -19,7 +19,7 @@ run: $(STAMP)
 	$(VENV)/bin/conquian serve
 
 chaos: $(STAMP)
-	$(VENV)/bin/conquian chaos --duration 180 --report .data/chaos-report.json
+	$(VENV)/bin/conquian chaos --duration 180 --json --report .data/chaos-report.json
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check engine events && $(VENV)/bin/mypy --strict engine events
