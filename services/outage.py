@@ -14,7 +14,14 @@ import time
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
+from redis.exceptions import (
+    BusyLoadingError,
+    ClusterDownError,
+    ReadOnlyError,
+    TryAgainError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from services.store.client import connect
 
@@ -24,8 +31,17 @@ FIRST_PAUSE_S = 0.05
 MAX_PAUSE_S = 1.0
 """The longest pause between two attempts while Redis is away."""
 
-OUTAGE_ERRORS: tuple[type[BaseException], ...] = (RedisError, OSError)
-"""What a call to an absent (or restarting, or loading) Redis raises."""
+OUTAGE_ERRORS: tuple[type[BaseException], ...] = (
+    RedisConnectionError,  # refused, reset, closed (BusyLoadingError too: loading its AOF)
+    RedisTimeoutError,
+    BusyLoadingError,
+    ClusterDownError,  # a cluster without a master for some slot, failing over
+    TryAgainError,
+    ReadOnlyError,  # a primary demoted under a client during a failover
+    OSError,
+)
+"""What a call to an absent, restarting, loading or failing-over Redis raises (the gateway's
+``store/unavailable`` errors, and a failover's); any other error is a fault of its own."""
 
 
 async def pause(stop: asyncio.Event | None, seconds: float) -> None:

@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         )
         supervisor.start()
         url = f"http://{args.host}:{args.port}"
-        if _wait_ready(url, stopping):
+        if _wait_ready(url, stopping, supervisor):
             sys.stdout.write(
                 f"Conquian is running at {url}  (API docs: {url}/docs)\n"
                 f"Redis: {redact_url(redis_url)}  (conquian audit/replay --redis-url)\n"
@@ -128,9 +128,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _wait_ready(url: str, stopping: list[int]) -> bool:
+def _wait_ready(url: str, stopping: list[int], supervisor: Supervisor) -> bool:
+    """Wait until the gateway says it is ready, restarting what dies meanwhile."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline and not stopping:
+        supervisor.check(time.monotonic())
         try:
             with urllib.request.urlopen(f"{url}/readyz", timeout=1) as response:
                 if response.status == 200:

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from services.collector import collect_at_rest
 from services.log import get_logger
@@ -19,6 +20,9 @@ from services.projector.records import RoundStats
 from services.projector.round import ProjectorRound
 from services.settings import Settings
 from services.store.keys import KeySpace
+
+ROUND_ERRORS: tuple[type[BaseException], ...] = (RedisError, *OUTAGE_ERRORS)
+"""What makes a round start again from what Redis holds (an outage: after a pause)."""
 
 
 class Projector(ProjectorRound, ProjectorRebuild):
@@ -111,7 +115,7 @@ async def _follow(
     interval = lease_ms / 3000
     block_ms = int(min(500, lease_ms / 3))
     next_claim = 0.0
-    outage = Outage(projector.log, "rounds")
+    outage = Outage(get_logger("projector"), "rounds")
     while not stop.is_set():
         try:
             now = time.monotonic()
@@ -127,7 +131,7 @@ async def _follow(
                 pause = linger_ms / 1000
             else:
                 pause = interval
-        except OUTAGE_ERRORS as exc:  # Redis away: start again from what it holds
+        except ROUND_ERRORS as exc:  # Redis away, or refused a write: start again from it
             if not outage.ongoing:
                 projector.log.error("round_failed", error=str(exc))
             projector.reset()
