@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv test run lint schema bench bench-store bench-audit bench-pipeline bench-client clean
+.PHONY: venv test run chaos lint schema bench bench-store bench-audit bench-pipeline bench-client clean
 
 venv: $(STAMP)
 
@@ -17,6 +17,9 @@ test: $(STAMP)
 
 run: $(STAMP)
 	$(VENV)/bin/conquian serve
+
+chaos: $(STAMP)
+	$(VENV)/bin/conquian chaos --duration 180 --json --report .data/chaos-report.json
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check engine events && $(VENV)/bin/mypy --strict engine events

@@ -49,15 +49,16 @@ from services.collector import settle_long_lived
 from services.feed_follower import (
     FeedFollower,
     between_deals,
+    follow_through_outages,
     run_until_signal,
     submit_command,
     time_ms,
     unique_tables,
 )
 from services.lru import Lru
+from services.outage import connect_when_up
 from services.settings import Settings, load_settings
 from services.store.base import FeedEntry
-from services.store.client import connect
 from services.store.keys import KeySpace
 from services.store.redis_store import RedisEventStore
 from services.table import Table
@@ -204,8 +205,10 @@ async def run_bots(
     block_ms: int = 500,
 ) -> None:
     """Follow every shard feed and play the bot seats until ``stop`` is set."""
-    client = connect(settings.redis_url)
     log: Any = service_log.get_logger("bots_runner")
+    client = await connect_when_up(settings.redis_url, log, stop)
+    if client is None:
+        return
     try:
         runner = BotsRunner(client, settings.keys)
         follower = FeedFollower(
@@ -217,8 +220,7 @@ async def run_bots(
             linger_ms=LINGER_MS,
         )
         log.info("bots_runner_started", shards=settings.shards, namespace=settings.namespace)
-        async for batch in follower.batches(stop):
-            await runner.handle(batch)
+        await follow_through_outages(follower, runner.handle, stop, log)
     finally:
         await client.aclose()
         log.info("bots_runner_stopped")

@@ -36,6 +36,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from engine.state import Phase
 from events import commands as wc
+from services.outage import OUTAGE_ERRORS, Outage
 from services.store.base import FeedEntry
 from services.store.keys import KeySpace
 from services.store.stream_watch import StreamWatch, xread_split
@@ -158,6 +159,27 @@ class FeedFollower:
             await self.commit(batch)
             if self.linger_ms and len(batch) < self.count:
                 await asyncio.sleep(self.linger_ms / 1000)
+
+
+async def follow_through_outages(
+    follower: FeedFollower,
+    handle: Callable[[list[FeedEntry]], Awaitable[object]],
+    stop: asyncio.Event | None,
+    log: Any,
+) -> None:
+    """Run ``handle`` on each of ``follower``'s batches until ``stop`` is set, waiting out a
+    Redis outage (:class:`services.outage.Outage`) instead of failing: after one, the follower
+    starts again from its checkpoints (the batch in hand is read again: at least once)."""
+    outage = Outage(log, f"follow:{follower.name}")
+    while stop is None or not stop.is_set():
+        try:
+            await follower.load_checkpoints()
+            outage.ok()
+            async for batch in follower.batches(stop):
+                await handle(batch)
+            return
+        except OUTAGE_ERRORS as error:
+            await outage.wait(error, stop)
 
 
 def unique_tables(entries: Iterable[FeedEntry]) -> list[str]:

@@ -42,7 +42,9 @@ class Settings(BaseSettings):
     finished_command_ids_ms: int = Field(default=3_600_000, ge=0)
     """How long a table's command ids stay once its match is over (0: for ever); a duplicate
     sent later is decided again and refused (``services.store.redis_store``)."""
-    lease_ms: int = Field(default=10_000, ge=1_000)
+    lease_ms: int = Field(default=1_500, ge=1_000)
+    """Shard lease period of the engine workers and projectors: a dead owner's shards are
+    taken over within about this long (docs/services.md, "Taking over a dead worker's shards")."""
     projector_linger_ms: int = Field(default=50, ge=0, le=5_000)
     """How long a projector waits after a round that found every view current (the engine
     workers store views with their appends): its next round then reads a bigger batch."""

@@ -27,6 +27,7 @@ from redis.exceptions import RedisError
 
 from services.gateway import metrics
 from services.hint_channels import results_channel, views_channel
+from services.outage import MAX_PAUSE_S
 
 Watcher = Callable[[int | None], None]
 """Called with the view version of a view hint, None for a result hint (new events), or -1
@@ -92,7 +93,7 @@ class Hub:
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()  # type: ignore[no-untyped-call]
             await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 5.0)
+            backoff = min(backoff * 2, MAX_PAUSE_S)
 
     # --- dispatching ---------------------------------------------------------------------------
 

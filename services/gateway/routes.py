@@ -343,8 +343,15 @@ async def readyz(request: Request) -> JSONResponse:
     gateway = gateway_of(request)
     try:
         await asyncio.wait_for(gateway.redis.ping(), 2.0)
-    except Exception as exc:
-        return JSONResponse({"ok": False, "redis": False, "error": repr(exc)}, status_code=503)
+    except Exception as exc:  # the documented 503 of an outage, as the other routes answer
+        error = ApiError(
+            "store/unavailable",
+            f"Redis does not answer now ({type(exc).__name__})",
+            headers={"Retry-After": "1"},
+        )
+        return JSONResponse(
+            {**error.body(), "redis": False}, status_code=503, headers=error.headers
+        )
     return JSONResponse({"ok": True, "redis": True, "hints": gateway.hub.subscribed.is_set()})
 
 

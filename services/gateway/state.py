@@ -16,9 +16,9 @@ from services.gateway.intake import Intake
 from services.gateway.live import Rooms
 from services.gateway.views import Views
 from services.log import get_logger
+from services.outage import OUTAGE_ERRORS, Outage, connect_when_up
 from services.settings import Settings
 from services.store.base import EventStore
-from services.store.client import connect
 from services.store.redis_store import RedisEventStore
 from services.tokens import load_secret
 
@@ -52,16 +52,25 @@ class Gateway:
 
 
 async def open_gateway(settings: Settings) -> Gateway:
-    """Connect to Redis, load the token secret and start the hub."""
+    """Connect to Redis, load the token secret and start the hub; while Redis does not answer,
+    wait (``services.outage``) rather than fail the start."""
     log = get_logger("gateway")
-    redis = connect(settings.redis_url)
+    redis = await connect_when_up(settings.redis_url, log)
+    assert redis is not None  # without a stop event it returns only once connected
     keys = settings.keys
     store: EventStore = RedisEventStore(redis, keys)
     archive = open_archive(settings.archive_dir, settings.namespace)
     archived = None if archive is None else ArchiveReader(archive)
     if archived is not None:  # finished tables that left Redis are read from the archive
         store = ArchiveBackedStore(RedisEventStore(redis, keys), archived)
-    secret = await load_secret(redis, settings.namespace, settings.token_secret)
+    outage = Outage(log, "start")
+    while True:
+        try:
+            secret = await load_secret(redis, settings.namespace, settings.token_secret)
+            break
+        except OUTAGE_ERRORS as error:
+            await outage.wait(error)
+    outage.ok()
     hub = Hub(redis, settings.namespace, log)
     await hub.start()
     views = Views(redis, keys, hub, archived)

@@ -256,6 +256,9 @@ class StreamsTable:
                 return int(self.public.get("deals_played") or 0)
             poll = await self._pause(deadline, poll, "watch/timeout")
 
+    async def reconnect(self) -> None:
+        """Nothing to open again: the Redis client reconnects on its next call."""
+
     async def close(self) -> None:
         """Stop watching the table's feed entries."""
         self.driver.feeds.forget(self.table_id)

@@ -28,6 +28,7 @@ import pytest
 import redis.asyncio
 from redis.asyncio.cluster import RedisCluster
 
+from services.chaos.checks import applied_twice, command_runs, read_views, run_cli
 from services.feed_follower import FeedFollower
 from services.redis_server.cluster import LocalCluster, slot_ranges
 from services.settings import load_settings
@@ -216,18 +217,6 @@ def retrying(method: str, url: str, body: dict[str, Any] | None = None) -> dict[
     raise AssertionError(f"{method} {url} kept failing")
 
 
-def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "services.cli", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-
-
 def test_bot_tables_on_a_cluster_survive_a_master_killed_and_restarted(
     cluster: LocalCluster, tmp_path: Path
 ) -> None:
@@ -315,12 +304,8 @@ async def _check_store(url: str, tables: list[str]) -> None:
             assert head.status == "over", (table, head)
             events = await store.read(table)
             assert [e.version for e in events] == list(range(1, head.version + 1))
-            runs: list[str] = []  # each command's events in one run: applied once
-            for event in events:
-                command_id = event.body["command_id"]
-                if not runs or runs[-1] != command_id:
-                    runs.append(command_id)
-            assert len(runs) == len(set(runs)), f"{table}: a command applied twice"
+            runs = command_runs(events)  # each command's events in one run: applied once
+            assert applied_twice(runs) == [], f"{table}: a command applied twice"
             answered = await client.hgetall(settings.keys.command_ids(table))
             for field, record in answered.items():
                 result = json.loads(record.split(b" ", 2)[2])
@@ -334,12 +319,7 @@ async def _views(url: str, tables: list[str]) -> dict[str, Any]:
     settings = load_settings(redis_url=url, namespace=NAMESPACE, shards=SHARDS)
     client = connect(url)
     try:
-        out: dict[str, Any] = {}
-        for table in tables:
-            for part in ("public", "seat0", "seat1"):
-                raw = await client.get(settings.keys.table_view(table, part))
-                out[f"{table}/{part}"] = None if raw is None else json.loads(raw)
-        return out
+        return await read_views(client, settings.keys, tables)
     finally:
         await client.aclose()
 

@@ -607,6 +607,34 @@ async def test_a_lost_lease_stops_the_shard_at_once(
         assert 2 in worker.owned
 
 
+async def test_a_worker_restarted_under_its_id_takes_its_leases_back_at_once(
+    redis_url: str, redis_ns: str, redis_client: redis.asyncio.Redis
+) -> None:
+    """Issue 18 (section 2): a SIGKILLed worker restarted by its supervisor under the same id
+    waited for its own leases to expire (10 s then) before its shards moved again.  Its
+    previous process left the leases of shards 0 and 1 (a minute long) and a command read but
+    not processed; the new process takes both shards back at once and answers the command,
+    while a worker of another id leaves the other process's lease of shard 2 alone."""
+    a_settings = make_settings(redis_url, redis_ns, "a", lease_ms=6000)
+    store = RedisEventStore(redis_client, a_settings.keys)
+    for shard in (0, 1):
+        await redis_client.set(lease_key(a_settings.keys, shard), a_settings.worker_id, px=60_000)
+    await redis_client.set(lease_key(a_settings.keys, 2), "someone-else", px=60_000)
+    table_id = table_on(a_settings, 1)
+    stream = a_settings.keys.cmd(1)
+    await redis_client.xgroup_create(stream, GROUP, id="0", mkstream=True)
+    create = opening(table_id)[0]
+    await send(redis_client, a_settings, create)
+    read: Any = await redis_client.xreadgroup(GROUP, a_settings.worker_id, {stream: ">"})
+    assert len(read[0][1]) == 1  # the previous process read it, then died
+    async with running(a_settings) as worker:
+        await eventually(lambda: {0, 1} <= worker.owned, timeout=5)
+        assert (await result_of(store, table_id, create.command_id, timeout=5))["ok"] is True
+        assert 2 not in worker.owned
+        assert (await lease_holders(redis_client, a_settings))[2] == "someone-else"
+    await redis_client.delete(lease_key(a_settings.keys, 2))
+
+
 # --- claims and poison -------------------------------------------------------------------------
 
 
