@@ -5,7 +5,9 @@
 engine, turns the engine's events into wire events (a new deal gets a fresh secret seed whose
 commitment is published; a finished deal reveals it), and appends them with the command id in
 one atomic store call.  A rejection is recorded under the command id too, so a redelivered
-command gets the first answer and changes nothing.
+command gets the first answer and changes nothing.  The id is the sending seat's
+(``services.store.keys.command_key``): the other seat's command with the same id is refused,
+``command/id_taken``, and the refusal recorded for that seat.
 
 ``insecure_deal_key`` makes every seed and first dealer a keyed function of the table id and
 deal number, so that a benchmark or a test can compute whole games in advance.  Anyone holding
@@ -38,6 +40,7 @@ from services import compact_json
 from services.log import get_logger
 from services.lru import Lru
 from services.store.base import AppendRequest, AppendResult, EventStore, VersionConflict
+from services.store.keys import command_key, other_command_keys
 from services.table import SEED_KEY, TOKEN_KEY, SeatHolder, Table, fold_table
 from services.views_fold import table_views
 
@@ -208,6 +211,8 @@ class TableService:
 
         ``execute`` and ``services.table_batch.execute_many`` both append what this plans.
         """
+        key = command_key(command.command_id, seat)
+        taken = other_command_keys(command.command_id, seat)
         try:
             decision = self.decide(table, command, seat)
         except DECISION_ERRORS as error:
@@ -217,9 +222,11 @@ class TableService:
                 table.table_id,
                 table.version,
                 table.hash,
-                command.command_id,
+                key,
                 (),
                 compact_json.dumps(result),
+                taken_by=taken,
+                taken_result=_id_taken(command.command_id),
             )
             return Plan(table, command, seat, request, result, None)
         result = {"ok": True, **decision.result}
@@ -228,12 +235,14 @@ class TableService:
             table.table_id,
             table.version,
             table.hash,
-            command.command_id,
+            key,
             [_body(e, command.command_id, now) for e in decision.events],
             compact_json.dumps(result),
             decision.secrets or None,
             _status(table, decision.events),
             self.views_after(following, now) if decision.events else None,
+            taken,
+            _id_taken(command.command_id),
         )
         return Plan(table, command, seat, request, result, following)
 
@@ -243,6 +252,8 @@ class TableService:
         sealed (:meth:`seal_soon`)."""
         if appended.duplicate:
             return _replayed(appended)
+        if appended.refused:  # the command id is another seat's
+            return Outcome(False, json.loads(appended.result), table=plan.table)
         if plan.following is None:
             return Outcome(False, plan.result, table=plan.table)
         new = plan.following.stored_as(appended)
@@ -403,6 +414,18 @@ class TableService:
             if isinstance(engine_event, ee.StakesSettled) and number in table.seeds:
                 events.append(reveal(number, table.seeds[number], table.algorithms[number]))
         return events
+
+
+def _id_taken(command_id: str) -> str:
+    """The result recorded for a command whose id another seat (or a create or join) used."""
+    return compact_json.dumps(
+        {
+            "ok": False,
+            "code": "command/id_taken",
+            "message": f"command id {command_id!r} was used by another seat at this table; "
+            "send this command with an id of your own",
+        }
+    )
 
 
 def _body(event: wd.TableEvent, command_id: str, now: int) -> dict[str, Any]:
