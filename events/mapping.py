@@ -27,7 +27,9 @@ from engine import actions as ea
 from engine import events as ee
 from engine.cards import Card, CardMask, display_order, format_card, mask_of, parse_card
 from engine.melds import Meld
+from engine.notation import parse_action
 from engine.rules import Rules
+from engine.views import NEXT_DEAL
 from events import commands as wc
 from events import domain as wd
 from events.fairness import (
@@ -44,6 +46,7 @@ __all__ = [
     "DeckOf",
     "cards_from_wire",
     "cards_to_wire",
+    "legal_to_wire",
     "rejection",
     "reveal",
     "revealed_deck",
@@ -364,6 +367,21 @@ def to_wire_command(
                 {**common, "hand": cards_to_wire(hand), "table": table_to_wire(table)}
             )
     raise TypeError(f"not an engine action: {action!r}")
+
+
+def legal_to_wire(
+    text: str, table_id: str, command_id: str, expected_version: int | None = None
+) -> wc.Command:
+    """Return the wire command of one of a view's ``legal_actions``: ``next_deal``
+    (``engine.views.NEXT_DEAL``) or an action in engine notation (``docs/notation.md``).
+
+    Raises ``engine.errors.NotationError`` for a text that is neither.
+    """
+    if text == NEXT_DEAL:
+        return wc.NextDeal(
+            table_id=table_id, command_id=command_id, expected_version=expected_version
+        )
+    return to_wire_command(parse_action(text), table_id, command_id, expected_version)
 
 
 # --- fairness and rejections ---------------------------------------------------------------------

@@ -35,7 +35,8 @@ View parts (JSON strings, keys in a fixed order, so equal states give equal byte
                without ``seat`` and ``legal_actions`` (rules, scores, the deal with its tables,
                centre card, counts and phase);
 ``seat0/1``    ``table_id``, ``version``, then ``engine.views.seat_parts`` (the seat, its own
-               hand, its legal actions when it acts).
+               hand, its legal actions when it acts, and ``next_deal`` between deals once both
+               seats are taken: either player may start the next deal).
 """
 
 from __future__ import annotations
@@ -233,7 +234,7 @@ def view_dicts(
     bytes.  ``seats`` are ``{"name", "bot"}`` or None, put in the public view as they are;
     ``updated_at`` the time (ms) of the newest event.
     """
-    shared, seat0, seat1 = stored_parts(match)
+    shared, seat0, seat1 = stored_parts(match, seated=None not in seats)
     own = (table_id, version, status_of(match), seats, turn_seconds, match.to_act, updated_at)
     public: dict[str, Any] = dict(zip(_PUBLIC_HEAD, own, strict=True))
     public.update(shared)
