@@ -25,6 +25,7 @@ from pydantic import (
     Discriminator,
     Field,
     Strict,
+    StringConstraints,
     Tag,
     ValidationError,
     WithJsonSchema,
@@ -65,6 +66,7 @@ __all__ = [
     "MeldHand",
     "NextDeal",
     "Refuse",
+    "ReportBotFailure",
     "Resign",
     "RuleOptions",
     "Take",
@@ -201,6 +203,18 @@ class Resign(CommandModel):
     type: Literal["resign"] = "resign"
 
 
+class ReportBotFailure(CommandModel):
+    """Record that the bot on the sending seat could not choose its move (``bot_failed``).
+
+    Sent by the bots runner only, as the bot's seat, through the command stream; the gateway
+    refuses it from clients (``command/unsupported``).
+    """
+
+    type: Literal["report_bot_failure"] = "report_bot_failure"
+    code: Annotated[str, Strict(), StringConstraints(pattern="^bot/[a-z_]+$")]
+    message: Annotated[str, Strict(), StringConstraints(min_length=1, max_length=200)]
+
+
 # --- play ----------------------------------------------------------------------------------------
 
 
@@ -272,7 +286,8 @@ Command = Annotated[
     | Force
     | Waive
     | Discard
-    | MeldHand,
+    | MeldHand
+    | ReportBotFailure,
     Field(discriminator="type"),
 ]
 """Any command a client may send."""
@@ -292,6 +307,7 @@ COMMAND_TYPES: dict[str, type[CommandModel]] = {
         Waive,
         Discard,
         MeldHand,
+        ReportBotFailure,
     )
 }
 """Every command class by its ``type``."""

@@ -37,9 +37,11 @@ from events.base import (
 )
 
 __all__ = [
+    "BOT_CODE_PATTERN",
     "CODE_PATTERN",
     "EVENT_TYPES",
     "TABLE_EVENT_TYPES",
+    "BotFailed",
     "CardDiscarded",
     "CardLeft",
     "CardRefused",
@@ -70,6 +72,8 @@ __all__ = [
 Algorithm = Annotated[str, Strict(), StringConstraints(pattern="^[a-z0-9_.-]{1,40}$")]
 CODE_PATTERN = "^[a-z_]+/[a-z_]+$"
 """The form of a stable error code: ``area/what`` (``move/not_your_turn``)."""
+BOT_CODE_PATTERN = "^bot/[a-z_]+$"
+"""The form of the code of a bot's failure (``bot/failed``)."""
 
 Scores = tuple[NonNegative, NonNegative]
 Forcing = Literal["optional", "automatic", "off"]
@@ -130,6 +134,22 @@ class PlayerJoined(EventModel):
     seat: Seat
     name: PlayerName
     bot: BotName | None = None
+
+
+class BotFailed(EventModel):
+    """The bot on ``seat`` could not choose its move: ``code`` says why, ``message`` in words.
+
+    Recorded by the bots runner (through the command stream, ``report_bot_failure``) so that
+    clients see why a bot's table stopped; public, so the message never quotes a card.  It
+    changes nothing in the match; the seat's failure stands until the table's next event.
+    """
+
+    type: Literal["bot_failed"] = "bot_failed"
+    v: Literal[1] = 1
+    seat: Seat
+    bot: BotName
+    code: Annotated[str, Strict(), StringConstraints(pattern=BOT_CODE_PATTERN)]
+    message: Annotated[str, Strict(), StringConstraints(min_length=1, max_length=200)]
 
 
 # --- the deal ------------------------------------------------------------------------------------
@@ -335,7 +355,8 @@ TableEvent = Annotated[
     | Resigned
     | StakesSettled
     | DealRevealed
-    | MatchEnded,
+    | MatchEnded
+    | BotFailed,
     Field(discriminator="type"),
 ]
 """An event of a table's stream: what an envelope carries."""
@@ -365,6 +386,7 @@ TABLE_EVENT_TYPES: dict[str, type[EventModel]] = {
         StakesSettled,
         DealRevealed,
         MatchEnded,
+        BotFailed,
     )
 }
 """Every table event class by its ``type``."""

@@ -326,6 +326,8 @@ class TableService:
             return self._join(table, command)
         if seat is None or table.seats[seat] is None:
             raise TableError("seat/required", "only a seated player may send this command")
+        if isinstance(command, wc.ReportBotFailure):
+            return self._bot_failed(table, command, seat)
         if isinstance(command, wc.NextDeal):
             if None in table.seats:
                 raise TableError("table/not_full", "a deal starts only with both seats taken")
@@ -378,6 +380,14 @@ class TableService:
                 decision.result,
             )
         return decision
+
+    def _bot_failed(self, table: Table, command: wc.ReportBotFailure, seat: int) -> Decision:
+        """Record that the seat's bot could not move (the bots runner sends this as the bot)."""
+        holder = table.seats[seat]
+        if holder is None or holder.bot is None:
+            raise TableError("command/unsupported", f"seat {seat} holds no bot to report on")
+        failed = wd.BotFailed(seat=seat, bot=holder.bot, code=command.code, message=command.message)
+        return Decision([failed], table.match)
 
     def _next_deal(self, table: Table) -> Decision:
         seed = self._seed(table.table_id, table.deal_number + 1)

@@ -30,7 +30,9 @@ for views in between raises :class:`FoldError`.
 View parts (JSON strings, keys in a fixed order, so equal states give equal bytes), stored as
 ``services.view_parts`` says:
 
-``public``     ``table_id``, ``version``, ``status``, ``seats``, ``turn_seconds``, ``to_act``,
+``public``     ``table_id``, ``version``, ``status``, ``seats`` (``name``, ``bot``,
+               ``bot_failure``: ``{code, message}`` while a ``bot_failed`` is the newest
+               event, else null), ``turn_seconds``, ``to_act``,
                ``updated_at`` (ms, time of the newest event), then the spectator view's fields
                without ``seat`` and ``legal_actions`` (rules, scores, the deal with its tables,
                centre card, counts and phase);
@@ -132,8 +134,17 @@ class TableFold:
 
     def apply(self, event: wd.EventModel, version: int) -> None:
         """Fold one wire event at ``version`` (the caller checks the order)."""
+        if isinstance(event, wd.BotFailed):
+            seat = self.seats[event.seat]
+            if seat is not None:  # as services.table: the failure stands until the next event
+                seat["bot_failure"] = {"code": event.code, "message": event.message}
+            self.version = version
+            return
+        for seat in self.seats:
+            if seat is not None and seat["bot_failure"] is not None:
+                seat["bot_failure"] = None
         if isinstance(event, wd.PlayerJoined):
-            self.seats[event.seat] = {"name": event.name, "bot": event.bot}
+            self.seats[event.seat] = {"name": event.name, "bot": event.bot, "bot_failure": None}
         elif isinstance(event, wd.TableCreated):
             self.turn_seconds = event.turn_seconds
             self._evolve(to_engine(event))
@@ -195,7 +206,9 @@ class TableFold:
         match = self.match
         if match is None or self._pending is not None:
             raise FoldError(f"table {self.table_id} at version {self.version} has no views")
-        seats = [None if s is None else dict(s) for s in self.seats]  # the fold keeps its own
+        seats = [  # the fold keeps its own
+            None if s is None else {**s, "bot_failure": _copy(s["bot_failure"])} for s in self.seats
+        ]
         return view_dicts(
             self.table_id, self.version, match, seats, self.turn_seconds, self.updated_at
         )
@@ -254,9 +267,7 @@ def table_views(table: Table, updated_at: int) -> dict[str, str]:
     """
     if table.match is None:
         raise ValueError(f"table {table.table_id} at version {table.version} has no views")
-    seats: list[dict[str, Any] | None] = [
-        None if s is None else {"name": s.name, "bot": s.bot} for s in table.seats
-    ]
+    seats: list[dict[str, Any] | None] = [None if s is None else s.public() for s in table.seats]
     views = view_dicts(
         table.table_id, table.version, table.match, seats, table.turn_seconds, updated_at
     )
@@ -266,6 +277,10 @@ def table_views(table: Table, updated_at: int) -> dict[str, str]:
 def dump_views(views: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
     """Return view parts (:func:`view_dicts`) as JSON text, by part name."""
     return {part: dump_view(view) for part, view in views.items()}
+
+
+def _copy(failure: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if failure is None else dict(failure)
 
 
 def _placeholder_deck(dealer: int, hand0: CardMask, hand1: CardMask) -> tuple[Card, ...]:

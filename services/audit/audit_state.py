@@ -24,6 +24,7 @@ class _AuditState:
         self.events: list[_Event] = []
         self.deal_events: list[int] = []
         self.joins: list[int] = []
+        self.bots: dict[int, str] = {}  # the bot on each seat a bot took
         self.decks: dict[int, tuple[Card, ...]] = {}
         self.reveals: dict[int, Mapping[str, Any]] = {}
         self.deals = 0

@@ -19,6 +19,8 @@ from events.base import COMMAND_ID_PATTERN, TABLE_ID_PATTERN, ContractError
 from services.gateway.errors import ApiError, from_contract
 
 TABLE_LEVEL = frozenset({"create_table", "join"})
+SERVICE_ONLY = frozenset({"report_bot_failure"})
+"""Commands only the services send (the bots runner, as a bot's seat): refused from clients."""
 _TABLE_ID = re.compile(TABLE_ID_PATTERN)
 _COMMAND_ID = re.compile(COMMAND_ID_PATTERN)
 _BASE32 = "abcdefghijklmnopqrstuvwxyz234567"
@@ -93,6 +95,8 @@ def seat_command(raw: bytes | str | Mapping[str, Any], table_id: str) -> wc.Comm
         raise ApiError(
             "command/unsupported", f"{command.type} is not a seat's command: use {route}"
         )
+    if command.type in SERVICE_ONLY:
+        raise ApiError("command/unsupported", f"{command.type} is sent by the bots runner only")
     return command
 
 
