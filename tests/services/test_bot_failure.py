@@ -21,6 +21,8 @@ from engine import bots
 from engine.actions import Action, Discard
 from engine.state import Match
 from events import commands as wc
+from events import domain as wd
+from services import cli
 from services.audit import audit_store, audit_table
 from services.bots_runner import BotError, BotsRunner, bot_command, run_bots
 from services.gateway.testing import Stack
@@ -151,6 +153,29 @@ async def test_a_bot_that_raises_shows_on_its_seat_and_the_table_still_audits(
     assert full.failure is None, full.failure
     reports = [r async for r in audit_store(store, ["broken-1"])]
     assert [r.failure for r in reports] == [None]
+    where = ["--redis-url", settings.redis_url, "--namespace", settings.namespace]
+    assert await asyncio.to_thread(cli.main, ["audit", "broken-1", *where]) == 0
+
+
+async def test_the_audit_refuses_a_bot_failure_on_a_seat_without_that_bot() -> None:
+    service = TableService(MemoryEventStore(), dealer_source=lambda: 0)
+    create = wc.CreateTable(table_id="t-forged", command_id="create-forged", bots={"1": "greedy"})
+    await service.execute(create, None)
+    await service.execute(wc.Join(table_id="t-forged", command_id="join-forged", name="A"), None)
+    store = service.store
+    head = await store.head("t-forged")
+    clean = audit_table("t-forged", await store.read("t-forged"), head)
+    assert clean.failure is None
+    forged = {
+        **wd.BotFailed(seat=0, bot="greedy", code="bot/failed", message="m").model_dump(),
+        "command_id": "forged-failure",
+        "time": 1,
+    }
+    await store.append("t-forged", head.version, head.hash, "forged-failure", [forged])
+    stored = await store.read("t-forged")
+    report = audit_table("t-forged", stored, await store.head("t-forged"))
+    assert report.failure is not None and report.failure.code == "audit/event_mismatch"
+    assert report.failure.version == len(stored) and "holds no greedy bot" in report.failure.reason
 
 
 async def test_a_bots_unknown_name_or_illegal_move_is_a_bot_error() -> None:
