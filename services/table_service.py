@@ -116,6 +116,17 @@ tables ended 774 on one step); one connection a seal took the client's whole poo
 100), and the worker's appends and acknowledgements failed with it (docs/performance.md,
 "Lost hints")."""
 
+ID_TAKEN = compact_json.dumps(
+    {
+        "ok": False,
+        "code": "command/id_taken",
+        "message": "another seat used this command id at this table: "
+        "send the command with an id of your own",
+    }
+)
+"""The result the store records for a command whose id another seat (or a create or join) used
+at the table (``services.store.keys.other_command_keys``)."""
+
 DECISION_ERRORS = (EngineError, ContractError, TableError, ValueError)
 """The errors that reject a command: its rejection is recorded under its id."""
 
@@ -226,7 +237,7 @@ class TableService:
                 (),
                 compact_json.dumps(result),
                 taken_by=taken,
-                taken_result=_id_taken(command.command_id),
+                taken_result=ID_TAKEN,
             )
             return Plan(table, command, seat, request, result, None)
         result = {"ok": True, **decision.result}
@@ -242,7 +253,7 @@ class TableService:
             _status(table, decision.events),
             self.views_after(following, now) if decision.events else None,
             taken,
-            _id_taken(command.command_id),
+            ID_TAKEN,
         )
         return Plan(table, command, seat, request, result, following)
 
@@ -424,18 +435,6 @@ class TableService:
             if isinstance(engine_event, ee.StakesSettled) and number in table.seeds:
                 events.append(reveal(number, table.seeds[number], table.algorithms[number]))
         return events
-
-
-def _id_taken(command_id: str) -> str:
-    """The result recorded for a command whose id another seat (or a create or join) used."""
-    return compact_json.dumps(
-        {
-            "ok": False,
-            "code": "command/id_taken",
-            "message": f"command id {command_id!r} was used by another seat at this table; "
-            "send this command with an id of your own",
-        }
-    )
 
 
 def _body(event: wd.TableEvent, command_id: str, now: int) -> dict[str, Any]:

@@ -33,7 +33,10 @@ Returns {0, first, last}                          appended
         {2, head version, head hash hex}          version or hash conflict: nothing written
         {3, head version}                         the id is another seat's: ARGV[13] recorded
 ]]
-local seen = redis.call('HGET', KEYS[4], ARGV[2])
+local k = tonumber(ARGV[14])
+-- the command's own field and the other senders' fields of the same id, in one call
+local ids = redis.call('HMGET', KEYS[4], ARGV[2], unpack(ARGV, 15, 14 + k))
+local seen = ids[1]
 if not seen then seen = redis.call('HGET', KEYS[6], ARGV[1] .. '|' .. ARGV[2]) end
 if seen then
   local a = string.find(seen, ' ', 1, true)
@@ -54,11 +57,10 @@ end
 
 local head = redis.call('HMGET', KEYS[1], 'version', 'hash', 'status')
 local version = tonumber(head[1] or '0')
-local k = tonumber(ARGV[14])
-for j = 15, 14 + k do
+for j = 2, k + 1 do
   -- A command id is one seat's: the other seat's command with it is refused, and the refusal
   -- recorded under this seat's field, so that a retry gets it again.
-  if redis.call('HEXISTS', KEYS[4], ARGV[j]) == 1 then
+  if ids[j] then
     redis.call('HSET', KEYS[4], ARGV[2], (version + 1) .. ' ' .. version .. ' ' .. ARGV[13])
     return {3, version}
   end
