@@ -9,7 +9,7 @@ store recorded under the seat's command id (``<ns>:{sNN}:t:<table>:cmdids``, fie
 when the ``<ns>:results`` hint arrives and, in case a hint was missed (pub/sub delivers at most
 once), at growing intervals: :data:`FIRST_POLL` doubling up to :data:`MAX_POLL`.  A
 command id the store already knows for the seat is answered from the store without enqueueing it
-again; the same id from the other seat is that seat's own command.
+again; the same id from the other seat is no retry (the store refuses it, ``command/id_taken``).
 After ``result_wait_ms`` without a result the answer is *pending*: the command is queued, and
 sending it again with the same id returns its result once there is one.
 """
