@@ -25,6 +25,7 @@ from pydantic import (
     Discriminator,
     Field,
     Strict,
+    StringConstraints,
     Tag,
     ValidationError,
     WithJsonSchema,
@@ -67,6 +68,7 @@ __all__ = [
     "NextDeal",
     "Refuse",
     "Rematch",
+    "ReportBotFailure",
     "Resign",
     "RuleOptions",
     "Take",
@@ -218,6 +220,16 @@ class Rematch(CommandModel):
 
     type: Literal["rematch"] = "rematch"
     next_table_id: TableId
+class ReportBotFailure(CommandModel):
+    """Record that the bot on the sending seat could not choose its move (``bot_failed``).
+
+    Sent by the bots runner only, as the bot's seat, through the command stream; the gateway
+    refuses it from clients (``command/unsupported``).
+    """
+
+    type: Literal["report_bot_failure"] = "report_bot_failure"
+    code: Annotated[str, Strict(), StringConstraints(pattern="^bot/[a-z_]+$")]
+    message: Annotated[str, Strict(), StringConstraints(min_length=1, max_length=200)]
 
 
 # --- play ----------------------------------------------------------------------------------------
@@ -293,7 +305,8 @@ Command = Annotated[
     | Force
     | Waive
     | Discard
-    | MeldHand,
+    | MeldHand
+    | ReportBotFailure,
     Field(discriminator="type"),
 ]
 """Any command a client may send."""
@@ -315,6 +328,7 @@ COMMAND_TYPES: dict[str, type[CommandModel]] = {
         Waive,
         Discard,
         MeldHand,
+        ReportBotFailure,
     )
 }
 """Every command class by its ``type``."""

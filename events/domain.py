@@ -38,9 +38,11 @@ from events.base import (
 )
 
 __all__ = [
+    "BOT_CODE_PATTERN",
     "CODE_PATTERN",
     "EVENT_TYPES",
     "TABLE_EVENT_TYPES",
+    "BotFailed",
     "CardDiscarded",
     "CardLeft",
     "CardRefused",
@@ -74,6 +76,8 @@ __all__ = [
 Algorithm = Annotated[str, Strict(), StringConstraints(pattern="^[a-z0-9_.-]{1,40}$")]
 CODE_PATTERN = "^[a-z_]+/[a-z_]+$"
 """The form of a stable error code: ``area/what`` (``move/not_your_turn``)."""
+BOT_CODE_PATTERN = "^bot/[a-z_]+$"
+"""The form of the code of a bot's failure (``bot/failed``)."""
 
 Scores = tuple[NonNegative, NonNegative]
 Forcing = Literal["optional", "automatic", "off"]
@@ -158,6 +162,20 @@ class RematchOpened(EventModel):
     type: Literal["rematch_opened"] = "rematch_opened"
     v: Literal[1] = 1
     next_table_id: TableId
+class BotFailed(EventModel):
+    """The bot on ``seat`` could not choose its move: ``code`` says why, ``message`` in words.
+
+    Recorded by the bots runner (through the command stream, ``report_bot_failure``) so that
+    clients see why a bot's table stopped; public, so the message never quotes a card.  It
+    changes nothing in the match; the seat's failure stands until the table's next event.
+    """
+
+    type: Literal["bot_failed"] = "bot_failed"
+    v: Literal[1] = 1
+    seat: Seat
+    bot: BotName
+    code: Annotated[str, Strict(), StringConstraints(pattern=BOT_CODE_PATTERN)]
+    message: Annotated[str, Strict(), StringConstraints(min_length=1, max_length=200)]
 
 
 # --- the deal ------------------------------------------------------------------------------------
@@ -366,7 +384,8 @@ TableEvent = Annotated[
     | Resigned
     | StakesSettled
     | DealRevealed
-    | MatchEnded,
+    | MatchEnded
+    | BotFailed,
     Field(discriminator="type"),
 ]
 """An event of a table's stream: what an envelope carries."""
@@ -399,6 +418,7 @@ TABLE_EVENT_TYPES: dict[str, type[EventModel]] = {
         StakesSettled,
         DealRevealed,
         MatchEnded,
+        BotFailed,
     )
 }
 """Every table event class by its ``type``."""

@@ -34,7 +34,6 @@ from typing import Any, cast
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from engine.state import Phase
 from events import commands as wc
 from services.outage import OUTAGE_ERRORS, Outage
 from services.store.base import FeedEntry
@@ -206,9 +205,7 @@ def between_deals(table: Table) -> bool:
     after each deal but the last.
     """
     match = table.match
-    if match is None or match.over or None in table.seats:
-        return False
-    return match.deal is None or match.deal.phase is Phase.OVER
+    return match is not None and None not in table.seats and match.between_deals
 
 
 async def submit_command(

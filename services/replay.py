@@ -153,6 +153,8 @@ def _line(event: wd.EventModel, deals: _Deals, current: int, seat: int | None) -
         return [f"seat {event.seat}: agrees to a rematch"]
     if isinstance(event, wd.RematchOpened):
         return [f"rematch at table {event.next_table_id}"]
+    if isinstance(event, wd.BotFailed):
+        return [f"seat {event.seat}: the {event.bot} bot failed, {event.code}: {event.message}"]
     if isinstance(event, wd.DealStarted):
         return [f"committed to the deck: {event.commitment} ({event.algorithm})"]
     if isinstance(event, wd.HandDealt):

@@ -20,7 +20,7 @@ class Seating:
     """Who sits where, which seats are bots, and the rematch so far."""
 
     seated: list[bool]
-    bots: set[int] = field(default_factory=set)
+    bots: dict[int, str] = field(default_factory=dict)
     agreed: set[int] = field(default_factory=set)
     opened: bool = False
 
@@ -49,7 +49,7 @@ class _SeatChecks:
         if not seating.seated[seat]:
             raise self.fail_at(first, ILLEGAL_MOVE, f"seat {seat} leaves but nobody sits there")
         seating.seated[seat] = False
-        seating.bots.discard(seat)
+        seating.bots.pop(seat, None)
 
     def _rematch(self, group: list[_Event], match: Match | None, seating: Seating) -> None:
         if match is None or not match.over:
@@ -61,7 +61,7 @@ class _SeatChecks:
                     raise self.fail_at(event, ILLEGAL_MOVE, f"seat {seat} cannot agree again")
                 seating.agreed.add(seat)
             elif event.type == "rematch_opened" and not seating.opened:
-                if len(seating.agreed | seating.bots) < 2:
+                if len(seating.agreed | seating.bots.keys()) < 2:
                     raise self.fail_at(event, ILLEGAL_MOVE, "a rematch opened before both agreed")
                 seating.opened = True
             else:

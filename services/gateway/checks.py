@@ -27,6 +27,8 @@ _ROUTES = {
     "join": "POST /tables/{table_id}/join",
     "rematch": "POST /tables/{table_id}/rematch",
 }
+SERVICE_ONLY = frozenset({"report_bot_failure"})
+"""Commands only the services send (the bots runner, as a bot's seat): refused from clients."""
 _TABLE_ID = re.compile(TABLE_ID_PATTERN)
 _COMMAND_ID = re.compile(COMMAND_ID_PATTERN)
 _BASE32 = "abcdefghijklmnopqrstuvwxyz234567"
@@ -99,6 +101,8 @@ def seat_command(raw: bytes | str | Mapping[str, Any], table_id: str) -> wc.Comm
         raise ApiError(
             "command/unsupported", f"{command.type} is not sent as a command: use {route}"
         )
+    if command.type in SERVICE_ONLY:
+        raise ApiError("command/unsupported", f"{command.type} is sent by the bots runner only")
     return command
 
 

@@ -36,6 +36,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "command/wrong_table": 422,
     "command/unsupported": 422,
     "command/stale_version": 409,
+    "command/id_taken": 409,
     "command/failed": 500,
     "store/unavailable": 503,
     "query/invalid": 422,

@@ -236,6 +236,11 @@ class ResultHint(BaseModel):
 
     table_id: TableId
     command_id: str
+    seat: int | None = Field(
+        default=None,
+        description="the seat that sent the command (null: create or join); a command id is "
+        "its seat's, so a waiter takes only its own seat's hint",
+    )
     result: dict[str, Any]
 
 

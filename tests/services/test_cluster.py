@@ -310,7 +310,8 @@ async def _check_store(url: str, tables: list[str]) -> None:
             for field, record in answered.items():
                 result = json.loads(record.split(b" ", 2)[2])
                 if result.get("ok"):
-                    assert field.decode() in runs, f"{table}: accepted {field!r} has no events"
+                    command_id = field.decode().rpartition(":")[2]  # "<seat>:<id>" or "<id>"
+                    assert command_id in runs, f"{table}: accepted {field!r} has no events"
     finally:
         await client.aclose()
 

@@ -27,6 +27,7 @@ from services.hint_channels import results_channel, views_channel
 from services.settings import Settings, load_settings
 from services.shard_leases import fair_share, lease_key, registry_key
 from services.store.client import packing_in_c, without_call_timeouts
+from services.store.keys import command_key
 from services.store.redis_store import RedisEventStore
 from services.table import Table
 from services.table_service import Decision, Outcome, TableService
@@ -136,12 +137,16 @@ async def send(
 
 
 async def result_of(
-    store: RedisEventStore, table_id: str, command_id: str, timeout: float = 10.0
+    store: RedisEventStore,
+    table_id: str,
+    command_id: str,
+    seat: int | None = None,
+    timeout: float = 10.0,
 ) -> dict[str, Any]:
-    """Wait for the recorded result of a command."""
+    """Wait for the recorded result of a command of ``seat`` (None: create, join)."""
     deadline = time.monotonic() + timeout
     while True:
-        raw = await store.command_result(table_id, command_id)
+        raw = await store.command_result(table_id, command_key(command_id, seat))
         if raw is not None:
             result: dict[str, Any] = json.loads(raw)
             return result
@@ -222,6 +227,7 @@ async def test_commands_are_applied_acked_and_hinted(
             assert hint == {
                 "table_id": table_id,
                 "command_id": command.command_id,
+                "seat": None,
                 "result": result,
             }
         assert (await result_of(store, table_id, f"join1-{table_id}"))["seat"] == 1
@@ -318,7 +324,7 @@ async def test_a_finished_tables_command_ids_go_after_the_set_time(
                 await send(redis_client, settings, command)
             assert (await result_of(store, table_id, f"join1-{table_id}"))["ok"] is True
         await send(redis_client, settings, wc.Resign(table_id="F1", command_id="resign-F1"), 0)
-        assert (await result_of(store, "F1", "resign-F1"))["ok"] is True
+        assert (await result_of(store, "F1", "resign-F1", 0))["ok"] is True
     finished = await redis_client.pttl(settings.keys.command_ids("F1"))
     assert 0 < finished <= 60_000
     assert await redis_client.hlen(settings.keys.command_ids("F1")) == 4
@@ -390,7 +396,7 @@ async def test_each_entry_is_acked_and_hinted_once(
     async with Hints(redis_client, settings) as hints, running(settings):
         for command, seat in ((create, None), (join0, None), (join0, None), (stale, 0)):
             await send(redis_client, settings, command, seat)
-        await result_of(store, table_id, stale.command_id)
+        await result_of(store, table_id, stale.command_id, 0)
         await send(redis_client, settings, join1)
         await hints.wait(join1.command_id)
         await eventually(lambda: len(hints.all) >= 5)
@@ -431,8 +437,8 @@ async def test_rejections_are_recorded_and_change_nothing(
         ]
         for command, sender, _ in cases:
             await send(redis_client, settings, command, sender)
-        for command, _, code in cases:
-            result = await result_of(store, table_id, command.command_id)
+        for command, sender, code in cases:
+            result = await result_of(store, table_id, command.command_id, sender)
             assert result["ok"] is False
             assert result["code"].startswith(code), result
             assert result["message"]
@@ -440,7 +446,7 @@ async def test_rejections_are_recorded_and_change_nothing(
         assert await store.head(table_id) == head  # nothing appended
         # the table still plays: the seat to act turns the card
         await send(redis_client, settings, wc.Turn(table_id=table_id, command_id="turn-ok-1"), seat)
-        assert (await result_of(store, table_id, "turn-ok-1"))["ok"] is True
+        assert (await result_of(store, table_id, "turn-ok-1", seat))["ok"] is True
     assert await pending(redis_client, settings) == 0
 
 

@@ -358,7 +358,10 @@ async def test_a_bot_agrees_at_once(stack: Stack) -> None:
     answer = await rematch(stack, ana)
     assert answer["rematch"]["agreed"] == [0, 1] and answer["rematch"]["seat"] == 0
     new = (await stack.http.get(f"/tables/{answer['rematch']['table_id']}")).json()
-    assert new["seats"] == [{"name": "ana", "bot": None}, {"name": "greedy bot", "bot": "greedy"}]
+    assert new["seats"] == [
+        {"name": "ana", "bot": None, "bot_failure": None},
+        {"name": "greedy bot", "bot": "greedy", "bot_failure": None},
+    ]
 
 
 async def test_no_rematch_before_the_end_nor_as_a_command(stack: Stack) -> None:
