@@ -1,0 +1,320 @@
+"""Every service under the Redis users of ``deploy/redis/users.acl``, each as its own user.
+
+A private Redis (loopback, a free port) loads the ACL file that ``deploy/redis/render-acl.sh``
+renders from the template; the engine worker, projector, bots runner, turn clock and gateway
+run as processes, each with its own ``REDIS_URL``; a bot table is played to its end through the
+gateway; ``conquian project --rebuild`` (projector), ``conquian audit``/``replay`` (audit) and
+``conquian archive`` (archiver) run as the operator would.  Redis's ACL log must then be empty:
+no service was refused anything it needed.  Then the users are tried at what they must not do:
+the gateway cannot run the append script, delete a key or write a table (NOPERM).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from services.redis_server import LocalRedis
+from services.store.keys import KeySpace
+from services.store.scripts import APPEND_LUA
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = ROOT / "deploy" / "redis" / "users.acl"
+RENDER = ROOT / "deploy" / "redis" / "render-acl.sh"
+USERS = ("admin", "gateway", "engine", "projector", "bots", "clock", "archiver", "audit")
+SHARDS = 4
+pytestmark = pytest.mark.timeout(300)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def render(out: Path, passwords: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run the deploy script that renders the ACL file, with ``passwords`` in its environment."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONQUIAN_REDIS_PASSWORD_")}
+    env.update({f"CONQUIAN_REDIS_PASSWORD_{u.upper()}": p for u, p in passwords.items()})
+    return subprocess.run(
+        ["sh", str(RENDER), str(TEMPLATE), str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+class Deployment:
+    """A private Redis with the rendered ACL file, and a URL for each user."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.passwords = {u: secrets.token_hex(16) for u in USERS}
+        acl = tmp / "users.acl"
+        done = render(acl, self.passwords)
+        assert done.returncode == 0, done.stderr
+        self.server = LocalRedis(tmp / "redis", extra_args={"aclfile": str(acl)}, stop_timeout=10)
+        self.server.start()
+        self.port = self.server.port
+
+    def url(self, user: str) -> str:
+        return f"redis://{user}:{self.passwords[user]}@127.0.0.1:{self.port}/0"
+
+    def client(self, user: str) -> redis.Redis:
+        return redis.Redis.from_url(self.url(user), socket_timeout=10)
+
+    def acl_log(self) -> list[dict[str, Any]]:
+        admin = self.client("admin")
+        try:
+            entries: list[dict[str, Any]] = admin.acl_log(count=100)
+            return entries
+        finally:
+            admin.close()
+
+
+@pytest.fixture
+def deployment(tmp_path: Path) -> Iterator[Deployment]:
+    deployment = Deployment(tmp_path)
+    try:
+        yield deployment
+    finally:
+        admin = deployment.client("admin")
+        with contextlib.suppress(redis.RedisError):
+            admin.shutdown()  # the launcher's anonymous SHUTDOWN is refused: as the operator
+        admin.close()
+        deployment.server.stop()
+
+
+def _env(url: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONQUIAN_", "REDIS_"))}
+    env.update(
+        {
+            "REDIS_URL": url,
+            "CONQUIAN_SHARDS": str(SHARDS),
+            "CONQUIAN_LOG_LEVEL": "WARNING",
+            "CONQUIAN_TOKEN_SECRET": "acl-test-" + "0" * 32,
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env
+
+
+def _start(argv: list[str], url: str, log: Path) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, *argv], cwd=ROOT, env=_env(url), stdout=out, stderr=out
+        )
+
+
+def _cli(deployment: Deployment, user: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "services.cli", *argv],
+        cwd=ROOT,
+        env=_env(deployment.url(user)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _http(method: str, url: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"content-type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        answer: dict[str, Any] = json.loads(response.read())
+        return answer
+
+
+def _wait_ready(base: str, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{base}/readyz", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("the gateway never became ready")
+
+
+def _play_bot_table(base: str) -> str:
+    table = _http("POST", f"{base}/tables", {"bots": {"0": "greedy", "1": "random"}, "deals": 1})
+    table_id: str = table["table_id"]
+    deadline = time.monotonic() + 150
+    view: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        view = _http("GET", f"{base}/tables/{table_id}")
+        if view.get("status") == "over":
+            return table_id
+        time.sleep(0.5)
+    raise AssertionError(f"the bot table never ended: {view}")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def test_the_acl_file_refuses_a_missing_or_unsafe_password(tmp_path: Path) -> None:
+    good = {u: secrets.token_hex(16) for u in USERS}
+    assert render(tmp_path / "ok.acl", good).returncode == 0
+    for user, bad in (("gateway", ""), ("engine", "short"), ("bots", "has space 0123456789")):
+        done = render(tmp_path / "bad.acl", {**good, user: bad})
+        assert done.returncode == 1, (user, bad)
+        assert f"CONQUIAN_REDIS_PASSWORD_{user.upper()}" in done.stderr
+        assert not (tmp_path / "bad.acl").exists()
+    text = (tmp_path / "ok.acl").read_text()
+    assert "#" not in text.replace("&*", "")  # no comment reaches Redis
+    assert all(f">{good[u]} " in text for u in USERS)
+
+
+def test_every_service_runs_as_its_own_user_and_needs_nothing_more(
+    deployment: Deployment, tmp_path: Path
+) -> None:
+    port = _free_port()
+    gateway = [
+        "-m",
+        "uvicorn",
+        "--factory",
+        "services.gateway.app:create_app",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
+    services = {
+        "engine": ["-m", "services.engine_worker"],
+        "projector": ["-m", "services.projector"],
+        "bots": ["-m", "services.bots_runner"],
+        "clock": ["-m", "services.turn_clock"],
+        "gateway": gateway,
+    }
+    processes = {
+        user: _start(argv, deployment.url(user), tmp_path / f"{user}.log")
+        for user, argv in services.items()
+    }
+    try:
+        base = f"http://127.0.0.1:{port}"
+        _wait_ready(base, time.monotonic() + 60)
+        table_id = _play_bot_table(base)
+        _stop(processes.pop("projector"))  # a rebuild wants the projector's leases free
+        rebuild = _cli(deployment, "projector", "project", "--rebuild")
+        assert rebuild.returncode == 0, rebuild.stdout + rebuild.stderr
+        assert "rebuilt 1 tables" in rebuild.stdout, rebuild.stdout
+        audit = _cli(deployment, "audit", "audit", "--all", "--json")
+        assert audit.returncode == 0, audit.stdout + audit.stderr
+        replay = _cli(deployment, "audit", "replay", table_id)
+        assert replay.returncode == 0, replay.stdout + replay.stderr
+        archive_dir = str(tmp_path / "archive")
+        archived = _cli(
+            deployment, "archiver", "archive", "--archive-dir", archive_dir, "--older-than", "0"
+        )
+        assert archived.returncode == 0, archived.stdout + archived.stderr
+        assert "archived 1 tables" in archived.stdout, archived.stdout
+    finally:
+        for process in processes.values():
+            _stop(process)
+    logs = {user: (tmp_path / f"{user}.log").read_text() for user in services}
+    for user, text in logs.items():
+        assert "NOPERM" not in text and "NoPermission" not in text, (user, text[-3000:])
+    assert deployment.acl_log() == []  # nothing any service did was refused
+
+
+def test_the_gateway_cannot_append_delete_or_write(deployment: Deployment) -> None:
+    keys = KeySpace(shards=SHARDS)
+    table = "t-acltest00001"
+    engine, gateway = deployment.client("engine"), deployment.client("gateway")
+    try:
+        sha = engine.script_load(APPEND_LUA)
+        engine.hset(keys.head(table), mapping={"version": 1, "hash": "0" * 64})
+        engine.xadd(keys.events(table), {"b": "{}", "h": "x"}, id="1-1")
+        shard = keys.shard_of(table)
+        append_keys = [
+            keys.head(table),
+            keys.events(table),
+            keys.feed(shard),
+            keys.command_ids(table),
+            keys.secret(table),
+            keys.cmdids(shard),
+            keys.sealed(shard),
+        ]
+        refused = [
+            lambda: gateway.evalsha(sha, len(append_keys), *append_keys, table, "c1", 1, "0" * 64),
+            lambda: gateway.evalsha(sha, 0),  # no keys named: still no EVALSHA at all
+            lambda: gateway.delete(keys.events(table)),
+            lambda: gateway.unlink(keys.head(table)),
+            lambda: gateway.delete(keys.cmd(shard)),
+            lambda: gateway.xadd(keys.events(table), {"b": "{}", "h": "x"}, id="2-1"),
+            lambda: gateway.hset(keys.head(table), "version", 9),
+            lambda: gateway.set(keys.table_view(table, "public"), "{}"),
+            lambda: gateway.xrange(keys.cmd(shard)),  # it queues commands, reads none
+            lambda: gateway.publish("cq:results", "x"),
+            lambda: gateway.flushall(),
+        ]
+        for attempt in refused:
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                attempt()
+        # ... and what it is there for still works
+        assert gateway.xadd(keys.cmd(shard), {"c": "{}", "s": "", "r": "0"})
+        assert gateway.hmget(keys.head(table), ["version"]) == [b"1"]
+        assert len(engine.xrange(keys.events(table))) == 1  # nothing was written
+        assert engine.hget(keys.head(table), "version") == b"1"
+    finally:
+        engine.close()
+        gateway.close()
+
+
+@pytest.mark.parametrize(
+    ("user", "command"),
+    [
+        ("bots", ("EVALSHA", "0" * 40, "0")),
+        ("bots", ("DEL", "cq:{s00}:t:x:ev")),
+        ("clock", ("XADD", "cq:{s00}:t:x:ev", "*", "b", "x")),
+        ("projector", ("XADD", "cq:{s00}:t:x:ev", "*", "b", "x")),
+        ("projector", ("HGETALL", "cq:{s00}:t:x:secret")),
+        ("engine", ("DEL", "cq:{s00}:t:x:ev")),
+        ("engine", ("FLUSHALL",)),
+        ("archiver", ("XADD", "cq:{s00}:cmd", "*", "c", "x")),
+        ("audit", ("SET", "cq:{s00}:view:x:public", "{}")),
+        ("audit", ("DEL", "cq:{s00}:t:x:ev")),
+        ("default", ("GET", "cq:{s00}:t:x:head")),
+    ],
+)
+def test_each_user_is_refused_what_it_does_not_do(
+    deployment: Deployment, user: str, command: tuple[str, ...]
+) -> None:
+    if user == "default":
+        client = redis.Redis(port=deployment.port, socket_timeout=10)
+    else:
+        client = deployment.client(user)
+    try:
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            client.execute_command(*command)
+    finally:
+        client.close()
