@@ -39,6 +39,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "command/failed": 500,
     "store/unavailable": 503,
     "query/invalid": 422,
+    "rate/limited": 429,
     "seat/bad_token": 401,
     "seat/required": 403,
     "seat/taken": 409,
@@ -85,6 +86,7 @@ class ApiError(Exception):
         status: int | None = None,
         details: Sequence[Mapping[str, str]] = (),
         headers: Mapping[str, str] | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -92,10 +94,13 @@ class ApiError(Exception):
         self.status = status if status is not None else status_of(code)
         self.details = [dict(d) for d in details]
         self.headers = dict(headers or {})
+        self.extra = dict(extra or {})
+        """Fields the body carries beside ``ok``, ``code`` and ``message`` (``retry_after``)."""
 
     def body(self) -> dict[str, Any]:
         """Return the JSON body of the rejection."""
         body: dict[str, Any] = {"ok": False, "code": self.code, "message": self.message}
+        body.update(self.extra)
         if self.details:
             body["details"] = self.details
         return body

@@ -25,7 +25,7 @@ from services.gateway import checks, metrics
 from services.gateway.auth import bearer
 from services.gateway.errors import ApiError
 from services.gateway.live import CLOSE_TOO_SLOW, Connection
-from services.gateway.routes import refuse_if_archived, refused, submit
+from services.gateway.routes import client_address, refuse_if_archived, refused, submit
 from services.gateway.state import Gateway, gateway_of
 
 router = APIRouter()
@@ -111,10 +111,12 @@ async def _read(
             text = message.get("text")
             if text is None:
                 text = (message.get("bytes") or b"").decode("utf-8", "replace")
-            connection.send(await _answer(gateway, table_id, seat, text))
+            connection.send(await _answer(gateway, table_id, seat, text, client_address(websocket)))
 
 
-async def _answer(gateway: Gateway, table_id: str, seat: int | None, raw: str) -> dict[str, Any]:
+async def _answer(
+    gateway: Gateway, table_id: str, seat: int | None, raw: str, address: str | None
+) -> dict[str, Any]:
     command_id: Any = None
     try:
         if len(raw.encode()) > MAX_MESSAGE_BYTES:
@@ -128,6 +130,9 @@ async def _answer(gateway: Gateway, table_id: str, seat: int | None, raw: str) -
         command_id = message["command"].get("command_id")
         if seat is None:
             raise ApiError("seat/required", "a spectator sends no commands: connect with a token")
+        if gateway.limits is not None:  # as POST /commands: the address's, then the seat's
+            gateway.limits.request(address)
+            gateway.limits.command(table_id, seat)
         command = checks.seat_command(message["command"], table_id)
         refuse_if_archived(gateway, table_id, "move/match_over")
     except ApiError as error:

@@ -48,7 +48,7 @@ class ReadOnlyScript(AsyncScript):
         argv = (*keys, *(args or []))
         client = self.registered_client if client is None else client
         if isinstance(client, Pipeline):
-            client.scripts.add(self)  # the pipeline loads what the server lacks first
+            client.scripts.add(self)  # type: ignore[arg-type]  # loads what the server lacks
         if isinstance(client, ClusterPipeline):
             return client.evalsha_ro(self.sha, len(keys), *argv)
         try:
