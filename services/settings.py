@@ -76,9 +76,9 @@ class Settings(BaseSettings):
     """Tables a second one client address may create (0: no limit)."""
     rate_create_burst: float = Field(default=20.0, ge=1.0)
     rate_exempt: str = "127.0.0.0/8,::1/128"
-    """Addresses or networks (comma-separated) that skip the address limits, never a seat's:
-    loopback by default, so that ``make run``, the tests and the load tool on this machine
-    are not throttled.  Behind a proxy, have uvicorn take the client's address from it
+    """Addresses or networks (comma-separated) whose requests are not limited: loopback by
+    default, so that ``make run``, the tests and the load tool on this machine are not
+    throttled.  Behind a proxy, have uvicorn take the client's address from it
     (``--proxy-headers --forwarded-allow-ips``)."""
     insecure_deal_key: str | None = Field(
         default=None,

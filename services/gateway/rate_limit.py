@@ -6,7 +6,7 @@ one for everything it sends (creates, joins, commands) and a smaller one for cre
 request over a bucket's rate is refused with 429 ``rate/limited`` and ``Retry-After`` (on a
 WebSocket: a ``result`` with the same body, the socket stays open), before it is queued; the
 bucket that refused it loses nothing.  The rates are settings (``CONQUIAN_RATE_*``); addresses in
-``CONQUIAN_RATE_EXEMPT`` (loopback by default) skip the address buckets, never the seat's.
+``CONQUIAN_RATE_EXEMPT`` (loopback by default) are not limited.
 """
 
 from __future__ import annotations
@@ -130,6 +130,7 @@ class RateLimits:
         self.exempt = tuple(exempt)
 
     def _counted(self, address: str | None) -> bool:
+        """Whether requests from ``address`` are limited (not when it is exempt or unknown)."""
         if address is None or not self.exempt:
             return address is not None
         try:
@@ -147,6 +148,7 @@ class RateLimits:
         else:
             take_all((self.address, address))
 
-    def command(self, table_id: str, seat: int) -> None:
-        """Count a command of a seat (raise ``rate/limited``)."""
-        take_all((self.seat, (table_id, seat)))
+    def command(self, table_id: str, seat: int, address: str | None) -> None:
+        """Count a command of a seat sent from ``address`` (raise ``rate/limited``)."""
+        if self._counted(address):
+            take_all((self.seat, (table_id, seat)))

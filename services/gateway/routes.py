@@ -131,10 +131,12 @@ def rate_limit(gateway: Gateway, connection: HTTPConnection, *, creates: bool = 
         gateway.limits.request(client_address(connection), creates=creates)
 
 
-def seat_rate_limit(gateway: Gateway, table_id: str, seat: int | None) -> None:
+def seat_rate_limit(
+    gateway: Gateway, connection: HTTPConnection, table_id: str, seat: int | None
+) -> None:
     """Count a command of a seat; raise ``rate/limited``."""
     if gateway.limits is not None and seat is not None:
-        gateway.limits.command(table_id, seat)
+        gateway.limits.command(table_id, seat, client_address(connection))
 
 
 def refuse_if_archived(gateway: Gateway, table_id: str, code: str) -> None:
@@ -258,7 +260,7 @@ async def send_command(table_id: str, request: Request, credentials: Credentials
         rate_limit(gateway, request)
         checks.check_table_id(table_id)
         seat = await _seat(gateway, table_id, credentials, needed=True)
-        seat_rate_limit(gateway, table_id, seat)
+        seat_rate_limit(gateway, request, table_id, seat)
         command = checks.seat_command(await request.body(), table_id)
         refuse_if_archived(gateway, table_id, "move/match_over")
     except ApiError:

@@ -132,7 +132,7 @@ async def _answer(
             raise ApiError("seat/required", "a spectator sends no commands: connect with a token")
         if gateway.limits is not None:  # as POST /commands: the address's, then the seat's
             gateway.limits.request(address)
-            gateway.limits.command(table_id, seat)
+            gateway.limits.command(table_id, seat, address)
         command = checks.seat_command(message["command"], table_id)
         refuse_if_archived(gateway, table_id, "move/match_over")
     except ApiError as error:

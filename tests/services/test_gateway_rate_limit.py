@@ -54,16 +54,16 @@ def refused(call: Any) -> ApiError:
 def test_a_bucket_allows_its_burst_then_its_rate() -> None:
     clock = Clock()
     limit = limits(clock)
-    limit.command("t", 0)
-    limit.command("t", 0)
-    error = refused(lambda: limit.command("t", 0))
+    limit.command("t", 0, "192.0.2.1")
+    limit.command("t", 0, "192.0.2.1")
+    error = refused(lambda: limit.command("t", 0, "192.0.2.1"))
     assert error.body()["limit"] == "seat"
     clock.now += 0.5
-    refused(lambda: limit.command("t", 0))  # half a token is no token
+    refused(lambda: limit.command("t", 0, "192.0.2.1"))  # half a token is no token
     clock.now += 0.5
-    limit.command("t", 0)
-    limit.command("t", 1)  # the other seat has a bucket of its own
-    limit.command("u", 0)  # and so has the same seat of another table
+    limit.command("t", 0, "192.0.2.1")
+    limit.command("t", 1, "192.0.2.1")  # the other seat has a bucket of its own
+    limit.command("u", 0, "192.0.2.1")  # and so has the same seat of another table
 
 
 def test_retry_after_is_the_wait_rounded_up() -> None:
@@ -89,23 +89,24 @@ def test_a_refused_create_takes_nothing_from_the_address() -> None:
     limit.request("10.0.0.2", creates=True)  # another address, other buckets
 
 
-def test_exempt_addresses_skip_the_address_limits_only() -> None:
+def test_exempt_addresses_are_not_limited() -> None:
     clock = Clock()
     limit = limits(clock, exempt="127.0.0.0/8, ::1")
     for _ in range(20):
         limit.request("127.0.0.1", creates=True)
         limit.request("::1", creates=True)
+        limit.command("t", 0, "127.0.0.1")
     refused(lambda: [limit.request("192.0.2.7") for _ in range(4)])
-    limit.command("t", 0)
-    limit.command("t", 0)
-    refused(lambda: limit.command("t", 0))  # a seat is limited wherever it sends from
+    limit.command("t", 0, "192.0.2.1")
+    limit.command("t", 0, "192.0.2.1")
+    refused(lambda: limit.command("t", 0, "192.0.2.1"))
 
 
 def test_a_rate_of_zero_turns_a_limit_off() -> None:
     limit = RateLimits(seat=(0.0, 1.0), address=(0.0, 1.0), create=(0.0, 1.0))
     for _ in range(100):
         limit.request("192.0.2.7", creates=True)
-        limit.command("t", 0)
+        limit.command("t", 0, "192.0.2.7")
 
 
 def test_the_settings_default_to_limits_that_let_loopback_through() -> None:
