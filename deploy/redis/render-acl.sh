@@ -1,8 +1,9 @@
 #!/bin/sh
 # Render the Redis ACL file: deploy/redis/users.acl without its comments, each user but
-# `default` with the password of CONQUIAN_REDIS_PASSWORD_<USER> (upper case) from the
-# environment.  Refuses (exit 1) when a password is missing or not 16+ of [A-Za-z0-9_-], the
-# characters a REDIS_URL carries as they are.  docs/deploy.md, "Redis users".
+# `default` with the SHA-256 of the password in CONQUIAN_REDIS_PASSWORD_<USER> (upper case)
+# from the environment, so that the file holds no password.  Refuses (exit 1) when a password
+# is missing or not 16+ of [A-Za-z0-9_-], the characters a REDIS_URL carries as they are.
+# docs/deploy.md, "Redis users"; passwords.sh makes a set.
 #
 #   render-acl.sh TEMPLATE OUTPUT
 set -euf  # -f: the key patterns' `*` are no file names
@@ -38,6 +39,7 @@ while IFS= read -r line || [ -n "$line" ]; do
   if [ "${#password}" -lt 16 ]; then
     echo "render-acl: $var is shorter than 16 characters" >&2; rm -f "$tmp"; exit 1
   fi
-  printf 'user %s reset >%s %s\n' "$name" "$password" "$*" >> "$tmp"
+  digest=$(printf '%s' "$password" | sha256sum | cut -d ' ' -f 1)
+  printf 'user %s reset #%s %s\n' "$name" "$digest" "$*" >> "$tmp"
 done < "$template"
 mv "$tmp" "$output"

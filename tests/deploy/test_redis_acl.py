@@ -12,6 +12,7 @@ the gateway cannot run the append script, delete a key or write a table (NOPERM)
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import secrets
@@ -24,9 +25,11 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import redis
+import yaml
 
 from services.redis_server import LocalRedis
 from services.store.keys import KeySpace
@@ -188,8 +191,10 @@ def test_the_acl_file_refuses_a_missing_or_unsafe_password(tmp_path: Path) -> No
         assert f"CONQUIAN_REDIS_PASSWORD_{user.upper()}" in done.stderr
         assert not (tmp_path / "bad.acl").exists()
     text = (tmp_path / "ok.acl").read_text()
-    assert "#" not in text.replace("&*", "")  # no comment reaches Redis
-    assert all(f">{good[u]} " in text for u in USERS)
+    assert all(line.startswith("user ") for line in text.splitlines())  # no comment
+    for user, password in good.items():  # a digest of each password, never the password
+        assert f"user {user} reset #{hashlib.sha256(password.encode()).hexdigest()} " in text
+        assert password not in text
 
 
 def test_every_service_runs_as_its_own_user_and_needs_nothing_more(
@@ -318,3 +323,88 @@ def test_each_user_is_refused_what_it_does_not_do(
             client.execute_command(*command)
     finally:
         client.close()
+
+
+# --- the deploy files use these users ---------------------------------------------------------
+
+SERVICE_USERS = {
+    "gateway": "gateway",
+    "engine-worker": "engine",
+    "projector": "projector",
+    "bots": "bots",
+    "clock": "clock",
+}
+"""The Redis user of each compose service and Kubernetes Deployment."""
+
+
+def _documents(path: Path) -> list[Any]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def test_each_compose_service_connects_as_its_own_user() -> None:
+    services = yaml.safe_load((ROOT / "deploy" / "compose.yaml").read_text())["services"]
+    for name, user in SERVICE_USERS.items():
+        url = urlsplit(services[name]["environment"]["REDIS_URL"])
+        assert url.username == user, name
+        assert url.password == f"${{CONQUIAN_REDIS_PASSWORD_{user.upper()}:-}}", name
+    redis_env = services["redis"]["environment"]
+    assert set(redis_env) == {f"CONQUIAN_REDIS_PASSWORD_{u.upper()}" for u in USERS}
+    mounts = {v.split(":")[0] for v in services["redis"]["volumes"]}
+    assert {"./redis/users.acl", "./redis/render-acl.sh", "./redis/acl-server.sh"} <= mounts
+
+
+def test_each_k8s_deployment_connects_as_its_own_user() -> None:
+    k8s = ROOT / "deploy" / "k8s"
+    for name, user in SERVICE_USERS.items():
+        [deployment] = [d for d in _documents(k8s / f"{name}.yaml") if d["kind"] == "Deployment"]
+        [container] = deployment["spec"]["template"]["spec"]["containers"]
+        env = container["env"]
+        names = [e["name"] for e in env]
+        variable = f"CONQUIAN_REDIS_PASSWORD_{user.upper()}"
+        assert names.index(variable) < names.index("REDIS_URL"), name  # $(...) needs it first
+        [password] = [e for e in env if e["name"] == variable]
+        assert password["valueFrom"]["secretKeyRef"] == {
+            "name": "conquian-redis-users",
+            "key": variable,
+        }
+        [url] = [e["value"] for e in env if e["name"] == "REDIS_URL"]
+        assert url == f"redis://{user}:$({variable})@redis:6379/0", name
+    [secret] = [
+        d
+        for d in _documents(k8s / "secret.example.yaml")
+        if d["metadata"]["name"] == "conquian-redis-users"
+    ]
+    assert set(secret["stringData"]) == {f"CONQUIAN_REDIS_PASSWORD_{u.upper()}" for u in USERS}
+
+
+@pytest.mark.parametrize("name", ["users.acl", "render-acl.sh", "acl-server.sh"])
+def test_the_k8s_redis_config_copies_the_acl_files_verbatim(name: str) -> None:
+    [config] = [
+        d
+        for d in _documents(ROOT / "deploy" / "k8s" / "redis.yaml")
+        if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "redis-config"
+    ]
+    assert config["data"][name] == (ROOT / "deploy" / "redis" / name).read_text()
+
+
+@pytest.mark.parametrize("script", ["render-acl.sh", "acl-server.sh", "passwords.sh"])
+def test_the_acl_scripts_are_valid_sh(script: str) -> None:
+    done = subprocess.run(
+        ["sh", "-n", str(ROOT / "deploy" / "redis" / script)], capture_output=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_passwords_sh_gives_every_user_a_password_render_acl_takes(tmp_path: Path) -> None:
+    made = subprocess.run(
+        ["sh", str(ROOT / "deploy" / "redis" / "passwords.sh")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    lines = dict(line.split("=", 1) for line in made.stdout.splitlines())
+    assert set(lines) == {f"CONQUIAN_REDIS_PASSWORD_{u.upper()}" for u in USERS}
+    passwords = {u: lines[f"CONQUIAN_REDIS_PASSWORD_{u.upper()}"] for u in USERS}
+    assert len(set(passwords.values())) == len(USERS)
+    assert render(tmp_path / "users.acl", passwords).returncode == 0
