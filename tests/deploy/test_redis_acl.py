@@ -11,6 +11,7 @@ the gateway cannot run the append script, delete a key or write a table (NOPERM)
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -34,6 +35,7 @@ import yaml
 from services.redis_server import LocalRedis
 from services.store.keys import KeySpace
 from services.store.scripts import APPEND_LUA
+from services.turn_clock import clock_command_id
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "deploy" / "redis" / "users.acl"
@@ -137,11 +139,14 @@ def _cli(deployment: Deployment, user: str, *argv: str) -> subprocess.CompletedP
     )
 
 
-def _http(method: str, url: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+def _http(
+    method: str, url: str, body: dict[str, Any] | None = None, token: str | None = None
+) -> dict[str, Any]:
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        url, data=data, method=method, headers={"content-type": "application/json"}
-    )
+    headers = {"content-type": "application/json"}
+    if token is not None:
+        headers["authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
     with urllib.request.urlopen(request, timeout=10) as response:
         answer: dict[str, Any] = json.loads(response.read())
         return answer
@@ -170,6 +175,43 @@ def _play_bot_table(base: str) -> str:
             return table_id
         time.sleep(0.5)
     raise AssertionError(f"the bot table never ended: {view}")
+
+
+def _play_as_a_human_until_the_clock_moves(base: str, port: int) -> None:
+    """A human seat against a bot, with a turn clock of 5 s: join, read the view and events,
+    open the WebSocket, send a command on it, then wait for the clock to act for the seat."""
+    body = {"bots": {"1": "greedy"}, "deals": 1, "turn_seconds": 5}
+    table_id = _http("POST", f"{base}/tables", body)["table_id"]
+    seat = _http("POST", f"{base}/tables/{table_id}/join", {"name": "ana"})
+    token = seat["token"]
+    view = _http("GET", f"{base}/tables/{table_id}/view?min_version={seat['version']}", token=token)
+    assert view["seat"] == 0, view  # the seat's own view, read with its token
+    page = _http("GET", f"{base}/tables/{table_id}/events?after=0", token=token)
+    assert page["events"], page
+    url = f"ws://127.0.0.1:{port}/tables/{table_id}/ws?token={token}&after=0"
+    asyncio.run(_command_on_the_socket(url, table_id))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        events = _http("GET", f"{base}/tables/{table_id}/events?after=0", token=token)["events"]
+        if any(e["command_id"] == clock_command_id(e["version"] - 1) for e in events):
+            return  # the clock played the seat's default action
+        time.sleep(0.5)
+    raise AssertionError("the turn clock never acted")
+
+
+async def _command_on_the_socket(url: str, table_id: str) -> None:
+    from websockets.asyncio.client import connect
+
+    async with connect(url) as socket:
+        hello = json.loads(await socket.recv())
+        assert hello["kind"] == "hello", hello
+        command = {"type": "leave", "command_id": "acl-test-leave", "table_id": table_id}
+        await socket.send(json.dumps({"kind": "command", "command": command}))
+        while (message := json.loads(await asyncio.wait_for(socket.recv(), 15)))[
+            "kind"
+        ] != "result":
+            pass  # events and views before the command's result
+        assert message["command_id"] == "acl-test-leave", message  # accepted or refused, answered
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
@@ -228,10 +270,11 @@ def test_every_service_runs_as_its_own_user_and_needs_nothing_more(
         base = f"http://127.0.0.1:{port}"
         _wait_ready(base, time.monotonic() + 60)
         table_id = _play_bot_table(base)
+        _play_as_a_human_until_the_clock_moves(base, port)
         _stop(processes.pop("projector"))  # a rebuild wants the projector's leases free
         rebuild = _cli(deployment, "projector", "project", "--rebuild")
         assert rebuild.returncode == 0, rebuild.stdout + rebuild.stderr
-        assert "rebuilt 1 tables" in rebuild.stdout, rebuild.stdout
+        assert "rebuilt 2 tables" in rebuild.stdout, rebuild.stdout
         audit = _cli(deployment, "audit", "audit", "--all", "--json")
         assert audit.returncode == 0, audit.stdout + audit.stderr
         replay = _cli(deployment, "audit", "replay", table_id)
