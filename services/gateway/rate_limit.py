@@ -24,11 +24,13 @@ from services.lru import Lru
 __all__ = ["Bucket", "Buckets", "RateLimits", "exempt_networks", "take_all"]
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-MAX_BUCKETS = 100_000
-"""Buckets kept per kind; the least recently used goes first (a new bucket starts full)."""
+MAX_BUCKETS = 50_000
+"""Buckets kept per kind, about 13-17 MB each when full; the least recently used goes first (a
+new bucket starts full, as an idle one would be once refilled: at the default rates, after
+2 s idle for a seat, 10 s for an address's creates)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Bucket:
     """``burst`` tokens at most, refilled at ``rate`` a second; a request takes one."""
 
