@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from redis.exceptions import BusyLoadingError, ClusterDownError, TryAgainError
+from redis.exceptions import BusyLoadingError, ClusterDownError, NoPermissionError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -38,6 +38,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "command/stale_version": 409,
     "command/failed": 500,
     "store/unavailable": 503,
+    "store/refused": 500,
     "query/invalid": 422,
     "rate/limited": 429,
     "seat/bad_token": 401,
@@ -162,7 +163,18 @@ def install(app: FastAPI) -> None:
             headers={"Retry-After": "1"},
         ).response()
 
+    async def store_refused(_: Request, exc: Exception) -> JSONResponse:
+        from services.log import get_logger
+
+        get_logger("gateway").error("redis_refused", error=str(exc))
+        return ApiError(
+            "store/refused",
+            "Redis refused the gateway this request: its Redis user lacks a permission "
+            "(deploy/redis/users.acl, docs/deploy.md)",
+        ).response()
+
     app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(NoPermissionError, store_refused)  # a deployment's ACL, not input
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     for unavailable in UNAVAILABLE:  # an outage: 503 in the one shape, not a plain-text 500

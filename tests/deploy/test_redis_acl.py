@@ -451,3 +451,35 @@ def test_passwords_sh_gives_every_user_a_password_render_acl_takes(tmp_path: Pat
     passwords = {u: lines[f"CONQUIAN_REDIS_PASSWORD_{u.upper()}"] for u in USERS}
     assert len(set(passwords.values())) == len(USERS)
     assert render(tmp_path / "users.acl", passwords).returncode == 0
+
+
+async def test_a_permission_the_gateway_lacks_gets_the_documented_shape(
+    deployment: Deployment,
+) -> None:
+    """A gateway whose user cannot MGET (a deployment's mistake) answers a view with 500
+    ``store/refused`` in the one JSON shape, not a plain-text 500."""
+    import httpx
+
+    from services.gateway.app import create_app
+    from services.settings import load_settings
+
+    admin = deployment.client("admin")
+    try:
+        rules = next(u for u in admin.acl_list() if u.startswith("user gateway "))
+        narrow = [r for r in rules.split()[3:] if r not in ("+mget", "on") and r[0] != "#"]
+        admin.execute_command("ACL", "SETUSER", "narrow", "reset", "on", ">narrow-password-01")
+        admin.execute_command("ACL", "SETUSER", "narrow", *narrow)
+        keys = KeySpace(shards=SHARDS)
+        admin.hset(keys.head("t-narrow00001"), mapping={"version": 1, "hash": "0" * 64})
+    finally:
+        admin.close()
+    url = f"redis://narrow:narrow-password-01@127.0.0.1:{deployment.port}/0"
+    settings = load_settings(redis_url=url, shards=SHARDS, token_secret="narrow-" + "0" * 32)
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as http:
+            response = await http.get("/tables/t-narrow00001")
+    assert response.status_code == 500, response.text
+    assert response.json()["code"] == "store/refused"
+    assert response.json()["ok"] is False
