@@ -67,6 +67,21 @@ class Settings(BaseSettings):
         description="fraction of hint messages the engine workers and projectors drop instead "
         "of publishing: a fault for tests that no waiter rests on hints; 0 in production",
     )
+    rate_seat_per_s: float = 50.0
+    """Commands a second one seat may send, HTTP and WebSocket together (0: no limit); a burst
+    of ``rate_seat_burst`` goes at once (``services.gateway.rate_limit``, ``docs/api.md``)."""
+    rate_seat_burst: float = Field(default=100.0, ge=1.0)
+    rate_address_per_s: float = 200.0
+    """Creates, joins and commands a second from one client address (0: no limit)."""
+    rate_address_burst: float = Field(default=400.0, ge=1.0)
+    rate_create_per_s: float = 2.0
+    """Tables a second one client address may create (0: no limit)."""
+    rate_create_burst: float = Field(default=20.0, ge=1.0)
+    rate_exempt: str = "127.0.0.0/8,::1/128"
+    """Addresses or networks (comma-separated) whose requests are not limited: loopback by
+    default, so that ``make run``, the tests and the load tool on this machine are not
+    throttled.  Behind a proxy, have uvicorn take the client's address from it
+    (``--proxy-headers --forwarded-allow-ips``)."""
     insecure_deal_key: str | None = Field(
         default=None,
         description="hex key that makes decks predictable; benchmarks and tests only",

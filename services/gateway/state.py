@@ -14,6 +14,7 @@ from services.gateway.feed import DealTracker
 from services.gateway.hub import Hub
 from services.gateway.intake import Intake
 from services.gateway.live import Rooms
+from services.gateway.rate_limit import RateLimits, exempt_networks
 from services.gateway.views import Views
 from services.log import get_logger
 from services.outage import OUTAGE_ERRORS, Outage, connect_when_up
@@ -39,6 +40,8 @@ class Gateway:
     log: Any
     archived: ArchiveReader | None = None
     """The archive of finished tables (``CONQUIAN_ARCHIVE_DIR``), None without one."""
+    limits: RateLimits | None = None
+    """How fast a seat or an address may send (``services.gateway.rate_limit``)."""
 
     def is_archived(self, table_id: str) -> bool:
         """Say whether the table's match is over and the table is in the archive."""
@@ -87,6 +90,17 @@ async def open_gateway(settings: Settings) -> Gateway:
         rooms=Rooms(hub, store, views, tracker, settings.resume_gap, log),
         log=log,
         archived=archived,
+        limits=rate_limits(settings),
+    )
+
+
+def rate_limits(settings: Settings) -> RateLimits:
+    """The rate limits of the settings ``CONQUIAN_RATE_*``."""
+    return RateLimits(
+        seat=(settings.rate_seat_per_s, settings.rate_seat_burst),
+        address=(settings.rate_address_per_s, settings.rate_address_burst),
+        create=(settings.rate_create_per_s, settings.rate_create_burst),
+        exempt=exempt_networks(settings.rate_exempt),
     )
 
 

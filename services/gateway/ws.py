@@ -25,7 +25,7 @@ from services.gateway import checks, metrics
 from services.gateway.auth import bearer
 from services.gateway.errors import ApiError
 from services.gateway.live import Connection
-from services.gateway.routes import refuse_if_archived, refused, submit
+from services.gateway.routes import client_address, refuse_if_archived, refused, submit
 from services.gateway.state import Gateway, gateway_of
 
 router = APIRouter()
@@ -116,11 +116,17 @@ async def _read(
             text = message.get("text")
             if text is None:
                 text = (message.get("bytes") or b"").decode("utf-8", "replace")
-            connection.send(await _answer(gateway, table_id, token, seat, text))
+            address = client_address(websocket)
+            connection.send(await _answer(gateway, table_id, token, seat, text, address))
 
 
 async def _answer(
-    gateway: Gateway, table_id: str, token: str | None, seat: int | None, raw: str
+    gateway: Gateway,
+    table_id: str,
+    token: str | None,
+    seat: int | None,
+    raw: str,
+    address: str | None,
 ) -> dict[str, Any]:
     command_id: Any = None
     try:
@@ -135,6 +141,9 @@ async def _answer(
         command_id = message["command"].get("command_id")
         if seat is None:
             raise ApiError("seat/required", "a spectator sends no commands: connect with a token")
+        if gateway.limits is not None:  # as POST /commands: the address's, then the seat's
+            gateway.limits.request(address)
+            gateway.limits.command(table_id, seat, address)
         command = checks.seat_command(message["command"], table_id)
         refuse_if_archived(gateway, table_id, "move/match_over")
         if token is None or await gateway.auth.seat_of(table_id, token) != seat:  # given up

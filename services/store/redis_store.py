@@ -59,7 +59,7 @@ from .codec import (  # noqa: F401  (SEP, encode_body_exact and the helpers: re-
     unpack_body,
 )
 from .keys import KeySpace, check_table_id
-from .scripts import APPEND_LUA, READ_LUA, SEAL_LUA
+from .scripts import APPEND_LUA, READ_LUA, SEAL_LUA, ReadOnlyScript
 
 __all__ = [
     "APPEND_LUA",
@@ -135,7 +135,7 @@ class RedisEventStore(EventStore):
         self.keys = keys or KeySpace()
         self._script = client.register_script(APPEND_LUA)
         self._seal = client.register_script(SEAL_LUA)
-        self._read = client.register_script(READ_LUA)
+        self._read = ReadOnlyScript(client, READ_LUA)
         if read_chunk < 1:
             raise ValueError("read_chunk must be >= 1")
         self.read_chunk = read_chunk
