@@ -128,6 +128,7 @@ async def test_the_probes_ask_the_master_that_holds_the_key(
             "REDIS_URL": shared_cluster.url,
             "CONQUIAN_NAMESPACE": ns,
             "CONQUIAN_WORKER_ID": "w-probe",
+            "CONQUIAN_LEASE_MS": "10000",  # the heartbeat above is seconds old by now
         },
         "worker",
     )
