@@ -6,7 +6,8 @@ that members sort by creation, newest last) and the hash ``rows`` (table → ``"
 <created ms> <row JSON>"``, the row empty once the table is in neither list).  The engine worker
 writes a table's row after an append that changes it (:func:`lobby_row`, one script call per
 batch); the archiver forgets a table it moves out of Redis.  Pages are read newest first, after
-an opaque cursor (the last member handed out), so a page is stable under inserts.
+an opaque cursor (the last member handed out), so a page is stable under inserts.  Scripts run
+by ``EVALSHA`` (pages by ``EVALSHA_RO``), so each service's Redis user keeps to its own.
 ``docs/api.md`` ("Lobby") documents the route and ``docs/services.md`` the keys.
 """
 
@@ -24,6 +25,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from services.store.keys import KeySpace
+from services.store.scripts import ReadOnlyScript
 from services.table import Table
 
 Status = Literal["waiting", "running"]
@@ -153,13 +155,13 @@ async def write_rows(
         text = json.dumps(r.row, separators=(",", ":"), ensure_ascii=False) if r.row else ""
         args += [r.table_id, r.version, r.status or "", text, r.created or now]
     if args:
-        await redis.eval(WRITE_LUA, 3, *_keys(keys), *args)
+        await redis.register_script(WRITE_LUA)(_keys(keys), args)
 
 
 async def forget(redis: Redis | RedisCluster, keys: KeySpace, table_ids: Sequence[str]) -> None:
     """Take tables out of the lobby and drop their rows (the archiver moved them out)."""
     if table_ids:
-        await redis.eval(FORGET_LUA, 3, *_keys(keys), *table_ids)
+        await redis.register_script(FORGET_LUA)(_keys(keys), list(table_ids))
 
 
 def encode_cursor(member: str) -> str:
@@ -184,7 +186,8 @@ async def page(
     """Return ``{"tables": [...], "next_cursor": ...}``: up to ``limit`` rows of a list,
     newest first, after ``cursor``; raise :class:`BadCursor` for a cursor no page gave."""
     after = "" if cursor is None else decode_cursor(cursor)
-    reply = await redis.eval(PAGE_LUA, 2, keys.lobby(status), keys.lobby("rows"), after, limit + 1)
+    page_script = ReadOnlyScript(redis, PAGE_LUA)  # EVALSHA_RO: the gateway only reads
+    reply = await page_script([keys.lobby(status), keys.lobby("rows")], [after, limit + 1])
     pairs = [(_text(reply[i]), _text(reply[i + 1])) for i in range(0, len(reply), 2)]
     more = len(pairs) > limit
     pairs = pairs[:limit]
