@@ -47,7 +47,9 @@ def free_port() -> int:
         return port
 
 
-def http(method: str, url: str, body: dict[str, Any] | None = None, token: str | None = None) -> Any:
+def http(
+    method: str, url: str, body: dict[str, Any] | None = None, token: str | None = None
+) -> Any:
     """One JSON request; returns the decoded answer (raises HTTPError on 4xx/5xx)."""
     data = None if body is None else json.dumps(body).encode()
     headers = {"content-type": "application/json"}
@@ -77,7 +79,12 @@ def serve(redis_url: str, namespace: str | None = None) -> Iterator[str]:
     }
     argv = [sys.executable, "-m", "services.cli", "serve", "--port", str(port), "--workers", "1"]
     process = subprocess.Popen(
-        argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        argv,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
         start_new_session=True,
     )
     try:
@@ -159,8 +166,7 @@ def table_state(driver: WebDriver) -> dict[str, str]:
 
 def legal(driver: WebDriver) -> list[str]:
     found: list[str] = driver.execute_script(
-        "const a = document.getElementById('actions');"
-        "return a ? JSON.parse(a.dataset.legal) : [];"
+        "const a = document.getElementById('actions');return a ? JSON.parse(a.dataset.legal) : [];"
     )
     return found
 
