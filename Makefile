@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv test run lint schema bench bench-store bench-audit bench-pipeline bench-client clean
+.PHONY: venv test run lint schema screenshots bench bench-store bench-audit bench-pipeline bench-client clean
 
 venv: $(STAMP)
 
@@ -22,7 +22,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check engine events && $(VENV)/bin/mypy --strict engine events
 
 schema: $(STAMP)
-	$(PY) -m events.schema docs/schema && $(PY) -m services.gateway.asyncapi docs/asyncapi.json
+	$(PY) -m events.schema docs/schema && $(PY) -m services.gateway.asyncapi docs/asyncapi.json && $(PY) -m services.gateway.web_types docs/schema services/gateway/web/conquian-types.d.ts
+
+screenshots: $(STAMP)
+	$(PY) -m tests.browser.screenshots docs/screenshots
 
 bench: $(STAMP)
 	$(PY) bench/engine.py

@@ -1,0 +1,97 @@
+"""A spectator's page never holds a hidden card: not in its DOM, not in any HTTP answer or
+WebSocket message it received (Chrome's performance log gives the traffic)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from selenium.webdriver.remote.webdriver import WebDriver
+
+from tests.browser.harness import chromium, console_errors, http, table_state, wait_for
+
+SIMPLE = ("turn", "refuse", "leave", "waive")
+
+
+def seated_table(base: str) -> tuple[str, list[str]]:
+    """A table with two people seated over HTTP (the test knows both hands)."""
+    table = http("POST", f"{base}/tables", {"deals": 1})["table_id"]
+    tokens = [
+        http("POST", f"{base}/tables/{table}/join", {"name": name, "seat": seat})["token"]
+        for seat, name in enumerate(("ana", "bob"))
+    ]
+    return table, tokens
+
+
+def move(base: str, table: str, tokens: list[str], step: int) -> None:
+    """The seat to act plays a move that keeps its hand hidden: turn, refuse, leave or waive."""
+    for token in tokens:
+        view = http("GET", f"{base}/tables/{table}/view", token=token)
+        choice = next((a for a in SIMPLE if a in view["legal_actions"]), None)
+        if choice is not None:
+            body = {"type": choice, "command_id": f"spect-{table}-{step}", "table_id": table}
+            http("POST", f"{base}/tables/{table}/commands", body, token)
+            return
+    raise AssertionError(f"nobody can play a simple move at {table}")
+
+
+def hidden_cards(base: str, table: str, tokens: list[str]) -> set[str]:
+    """The cards in both hands now: dealt or kept, never shown on the table."""
+    cards: set[str] = set()
+    for token in tokens:
+        view = http("GET", f"{base}/tables/{table}/view", token=token)
+        cards.update(view["deal"]["players"][view["seat"]]["hand"])
+    assert len(cards) == 20
+    return cards
+
+
+def found(card: str, text: str) -> bool:
+    return re.search(rf"(?<![A-Za-z0-9]){card}(?![A-Za-z0-9])", text) is not None
+
+
+def traffic(driver: WebDriver) -> list[str]:
+    """Every HTTP answer body and WebSocket message the page received."""
+    out: list[str] = []
+    for entry in driver.get_log("performance"):
+        message: dict[str, Any] = json.loads(entry["message"])["message"]
+        params = message.get("params", {})
+        if message["method"] == "Network.webSocketFrameReceived":
+            out.append(params["response"]["payloadData"])
+        elif message["method"] == "Network.loadingFinished":
+            try:
+                body = driver.execute_cdp_cmd(
+                    "Network.getResponseBody", {"requestId": params["requestId"]}
+                )
+            except Exception:  # a request with no body (a preflight, a 204)
+                continue
+            out.append(body["body"])
+    return out
+
+
+def test_a_spectator_never_receives_or_shows_a_hidden_card(service: str) -> None:
+    table, tokens = seated_table(service)
+    driver = chromium(network_log=True)
+    try:
+        driver.get(f"{service}/#/t/{table}")
+        wait_for(lambda: table_state(driver).get("seat") == "spectator", what="the watch page")
+        for step in range(8):
+            move(service, table, tokens, step)
+            version = http("GET", f"{service}/tables/{table}")["version"]
+            wait_for(lambda v=version: int(table_state(driver).get("version", 0)) >= v)
+            hidden = hidden_cards(service, table, tokens)
+            dom = driver.page_source
+            assert [c for c in hidden if found(c, dom)] == [], f"step {step}"
+        received = traffic(driver)
+        frames = [t for t in received if '"kind"' in t]
+        assert len(frames) > 8  # the live socket's messages are in the log
+        everything = "\n".join(received)
+        assert [c for c in hidden if found(c, everything)] == []
+        # the search does see cards: the public ones (turned, refused, wasted) are there
+        public = http("GET", f"{service}/tables/{table}/events")["events"]
+        shown = {e["payload"]["card"] for e in public if "card" in e["payload"]}
+        assert shown and all(found(c, everything) for c in shown)
+        assert all(found(c, driver.page_source) for c in shown)
+        assert console_errors(driver) == []
+    finally:
+        driver.quit()
