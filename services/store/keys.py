@@ -19,6 +19,7 @@ touches keys of one Redis Cluster slot.  Keys, with ``ns`` the deployment's pref
 ``<ns>:{sNN}:timers``                  sorted set of deadlines
 ``<ns>:{sNN}:sealed``                  sorted set of finished tables (score: finish time, ms),
                                        the archiver's index (``docs/archive.md``)
+``<ns>:{lobby}:waiting|running|rows``  the lobby's lists and rows (``services/lobby.py``)
 =====================================  ==========================================================
 
 Other services build their keys with :meth:`KeySpace.shard_key` (or the named helpers) so that a
@@ -164,6 +165,11 @@ class KeySpace:
         """The shard's sorted set of finished tables, scored by the time (ms) their match
         ended: written by the append that ends a match, emptied by the archiver."""
         return self.shard_key(shard, "sealed")
+
+    def lobby(self, part: str) -> str:
+        """``<ns>:{lobby}:<part>``: a key of the lobby (``waiting``, ``running``, ``rows``), all
+        in one slot of their own (``services/lobby.py``)."""
+        return f"{self.ns}:{{lobby}}:{part}"
 
     def cmdid_field(self, table_id: str, command_id: str) -> str:
         """The field of a command in the shard's :meth:`cmdids`: ``<table>|<command id>``."""
