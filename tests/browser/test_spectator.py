@@ -9,7 +9,7 @@ from typing import Any
 
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from tests.browser.harness import chromium, console_errors, http, table_state, wait_for
+from tests.browser.harness import chromium, click, console_errors, http, table_state, wait_for
 
 SIMPLE = ("turn", "refuse", "leave", "waive")
 
@@ -51,14 +51,19 @@ def found(card: str, text: str) -> bool:
 
 
 def traffic(driver: WebDriver) -> list[str]:
-    """Every HTTP answer body and WebSocket message the page received."""
+    """Every JSON answer and WebSocket message the page received (the page's own scripts,
+    whose comments give examples of cards, are left out)."""
     out: list[str] = []
+    data: set[str] = set()
     for entry in driver.get_log("performance"):
         message: dict[str, Any] = json.loads(entry["message"])["message"]
         params = message.get("params", {})
         if message["method"] == "Network.webSocketFrameReceived":
             out.append(params["response"]["payloadData"])
-        elif message["method"] == "Network.loadingFinished":
+        elif message["method"] == "Network.responseReceived":
+            if params["response"]["mimeType"] == "application/json":
+                data.add(params["requestId"])
+        elif message["method"] == "Network.loadingFinished" and params["requestId"] in data:
             try:
                 body = driver.execute_cdp_cmd(
                     "Network.getResponseBody", {"requestId": params["requestId"]}
@@ -73,7 +78,8 @@ def test_a_spectator_never_receives_or_shows_a_hidden_card(service: str) -> None
     table, tokens = seated_table(service)
     driver = chromium(network_log=True)
     try:
-        driver.get(f"{service}/#/t/{table}")
+        driver.get(service + "/")  # a running table is found in the lobby and watched
+        click(driver, f'#lobby-running li[data-table="{table}"] button')
         wait_for(lambda: table_state(driver).get("seat") == "spectator", what="the watch page")
         for step in range(8):
             move(service, table, tokens, step)
@@ -85,6 +91,7 @@ def test_a_spectator_never_receives_or_shows_a_hidden_card(service: str) -> None
         received = traffic(driver)
         frames = [t for t in received if '"kind"' in t]
         assert len(frames) > 8  # the live socket's messages are in the log
+        assert any('"tables"' in t for t in received)  # and the HTTP answers (the lobby)
         everything = "\n".join(received)
         assert [c for c in hidden if found(c, everything)] == []
         # the search does see cards: the public ones (turned, refused, wasted) are there

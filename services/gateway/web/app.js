@@ -325,12 +325,12 @@ function tick(t) {
   el.classList.toggle('low', left <= 10);
 }
 
-async function act(t, fields) {
+async function act(t, fields, send = () => client.command(t.id, t.token, fields)) {
   if (t.busy) return;
   t.busy = true;
   show('');
   try {
-    const answer = await client.command(t.id, t.token, fields);
+    const answer = await send();
     if (answer.pending) show('The service has queued the move; it will show when it is played.', 'info');
     t.selected.clear();
     const view = await client.view(t.id, { token: t.token, minVersion: answer.version ?? null });
@@ -527,7 +527,7 @@ function actionPanel(t) {
   if (!v.match_over && deal) {
     buttons.append(h('button', {
       class: 'danger', 'data-action': 'resign', 'data-key': 'resign', disabled: t.busy,
-      onclick: () => { if (t.resignArmed) { t.resignArmed = false; act(t, { type: 'resign' }); } else { t.resignArmed = true; render(t); } },
+      onclick: () => { if (t.resignArmed) { t.resignArmed = false; act(t, { type: 'resign' }, () => client.resign(t.id, t.token)); } else { t.resignArmed = true; render(t); } },
     }, t.resignArmed ? 'Really resign the match?' : 'Resign'));
   }
   if (!deal && !v.match_over) {

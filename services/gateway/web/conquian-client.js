@@ -212,9 +212,13 @@ export class ConquianClient {
     return this.request('POST', `/tables/${enc(tableId)}/leave`, { token, body: {} });
   }
 
-  /** Concede the match. */
-  resign(tableId, token) {
-    return this.command(tableId, token, { type: 'resign' });
+  /** Concede the match (POST /tables/{id}/resign: the answer of a `resign` command). */
+  async resign(tableId, token) {
+    const body = { command_id: newCommandId('w') };
+    for (let attempt = 0; ; attempt += 1) {
+      const answer = await this.request('POST', `/tables/${enc(tableId)}/resign`, { token, body });
+      if (!answer.pending || attempt >= 5) return answer;
+    }
   }
 
   /** Ask for a rematch once the match is over; asked again, the new table's seat and token. */
