@@ -6,27 +6,16 @@ and FAIL under ``CI=true`` (``.ci/run`` installs both when they are missing).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 
-from tests.browser.harness import missing_browser, serve
-
-
-def _ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+from tests.browser.harness import require_browser, serve
 
 
 @pytest.fixture(autouse=True)
 def _chromium_present() -> None:
-    missing = missing_browser()
-    if missing is None:
-        return
-    message = f"headless Chromium is missing ({missing}): apt-get install chromium chromium-driver"
-    if _ci():
-        pytest.fail(message + " (CI=true: the browser tests never skip)", pytrace=False)
-    pytest.skip(message)
+    require_browser()
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from selenium import webdriver
 from selenium.common.exceptions import (
     NoSuchElementException,
@@ -38,6 +39,17 @@ def missing_browser() -> str | None:
     """Say what of Debian's chromium and chromium-driver is missing (None: both are there)."""
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not (Path(p).is_file() or shutil.which(p))]
     return ", ".join(missing) or None
+
+
+def require_browser() -> None:
+    """Skip the calling test when Chromium or its driver is missing, or FAIL it under CI=true."""
+    missing = missing_browser()
+    if missing is None:
+        return
+    message = f"headless Chromium is missing ({missing}): apt-get install chromium chromium-driver"
+    if os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}:
+        pytest.fail(message + " (CI=true: the browser tests never skip)", pytrace=False)
+    pytest.skip(message)
 
 
 def free_port() -> int:
