@@ -536,6 +536,7 @@ function actionPanel(t) {
   panel.append(buttons);
   const takes = legal.filter((a) => a.startsWith('take') || a.startsWith('meld '));
   if (takes.length) panel.append(takePicker(t, takes));
+  if (!buttons.childElementCount && !takes.length) panel.hidden = true; // nothing to do now
   return panel;
 }
 
