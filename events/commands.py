@@ -62,9 +62,11 @@ __all__ = [
     "Force",
     "Join",
     "Leave",
+    "LeaveTable",
     "MeldHand",
     "NextDeal",
     "Refuse",
+    "Rematch",
     "Resign",
     "RuleOptions",
     "Take",
@@ -201,6 +203,23 @@ class Resign(CommandModel):
     type: Literal["resign"] = "resign"
 
 
+class LeaveTable(CommandModel):
+    """Give one's seat up before the first deal (not ``leave``: leave the turned card)."""
+
+    type: Literal["leave_table"] = "leave_table"
+
+
+class Rematch(CommandModel):
+    """Agree, once the match is over, to play again: the same seats at ``next_table_id``.
+
+    The gateway's rematch route sends it and derives ``next_table_id``; a seat cannot send it
+    on its own.
+    """
+
+    type: Literal["rematch"] = "rematch"
+    next_table_id: TableId
+
+
 # --- play ----------------------------------------------------------------------------------------
 
 
@@ -265,6 +284,8 @@ Command = Annotated[
     | Join
     | NextDeal
     | Resign
+    | LeaveTable
+    | Rematch
     | Turn
     | Take
     | Refuse
@@ -284,6 +305,8 @@ COMMAND_TYPES: dict[str, type[CommandModel]] = {
         Join,
         NextDeal,
         Resign,
+        LeaveTable,
+        Rematch,
         Turn,
         Take,
         Refuse,

@@ -33,6 +33,7 @@ from events.base import (
     RuleSetName,
     Seat,
     Table,
+    TableId,
     WireModel,
 )
 
@@ -58,6 +59,9 @@ __all__ = [
     "MatchEnded",
     "MeldMade",
     "PlayerJoined",
+    "PlayerLeft",
+    "RematchAgreed",
+    "RematchOpened",
     "Resigned",
     "RuleSet",
     "StakesSettled",
@@ -130,6 +134,30 @@ class PlayerJoined(EventModel):
     seat: Seat
     name: PlayerName
     bot: BotName | None = None
+
+
+class PlayerLeft(EventModel):
+    """The player of ``seat`` gave the seat up before the first deal; its token stops working."""
+
+    type: Literal["player_left"] = "player_left"
+    v: Literal[1] = 1
+    seat: Seat
+
+
+class RematchAgreed(EventModel):
+    """After the match, ``seat`` agreed to play again (a bot seat agrees without an event)."""
+
+    type: Literal["rematch_agreed"] = "rematch_agreed"
+    v: Literal[1] = 1
+    seat: Seat
+
+
+class RematchOpened(EventModel):
+    """Both seats agreed: the rematch is at table ``next_table_id`` (same rules, seats, clock)."""
+
+    type: Literal["rematch_opened"] = "rematch_opened"
+    v: Literal[1] = 1
+    next_table_id: TableId
 
 
 # --- the deal ------------------------------------------------------------------------------------
@@ -319,6 +347,9 @@ class CommandRejected(EventModel):
 TableEvent = Annotated[
     TableCreated
     | PlayerJoined
+    | PlayerLeft
+    | RematchAgreed
+    | RematchOpened
     | DealStarted
     | HandDealt
     | CardTurned
@@ -348,6 +379,9 @@ TABLE_EVENT_TYPES: dict[str, type[EventModel]] = {
     for cls in (
         TableCreated,
         PlayerJoined,
+        PlayerLeft,
+        RematchAgreed,
+        RematchOpened,
         DealStarted,
         HandDealt,
         CardTurned,

@@ -222,8 +222,9 @@ def _simple_to_wire(event: ee.Event) -> wd.TableEvent:
 def to_engine(event: wd.EventModel, deck_of: DeckOf | None = None) -> list[ee.Event]:
     """Return the engine events of one wire event: one, or none for wire-only events.
 
-    ``hand_dealt``, ``player_joined``, ``deal_revealed`` and ``command_rejected`` have no
-    engine counterpart (the hands are in the deck of ``deal_started``).  ``deal_started``
+    ``hand_dealt``, ``player_joined``, ``player_left``, ``rematch_agreed``, ``rematch_opened``,
+    ``deal_revealed`` and ``command_rejected`` have no engine counterpart (the hands are in
+    the deck of ``deal_started``).  ``deal_started``
     takes its deck from ``deck_of(number)``; raises ValueError when ``deck_of`` is None.
     """
     match event:
@@ -246,6 +247,8 @@ def to_engine(event: wd.EventModel, deck_of: DeckOf | None = None) -> list[ee.Ev
         case wd.HandMelded(seat=seat, hand=hand, table=table):
             return [ee.HandMelded(seat, cards_from_wire(hand), table_from_wire(table))]
         case wd.HandDealt() | wd.PlayerJoined() | wd.DealRevealed() | wd.CommandRejected():
+            return []
+        case wd.PlayerLeft() | wd.RematchAgreed() | wd.RematchOpened():
             return []
         case _:
             return [_simple_to_engine(event)]
@@ -290,14 +293,14 @@ def to_engine_command(
     """Return the engine command of a wire command sent by ``seat`` (from the seat token).
 
     ``create_table`` becomes ``NewMatch`` with ``first_dealer`` (the service draws it);
-    ``next_deal`` becomes ``StartDeal`` with ``deck`` (the service shuffles it); ``join`` is
-    handled by the service alone and gives None.  Raises ValueError when a play or ``resign``
-    comes without a seat, or ``next_deal`` without a deck.
+    ``next_deal`` becomes ``StartDeal`` with ``deck`` (the service shuffles it); ``join``,
+    ``leave_table`` and ``rematch`` are handled by the service alone and give None.  Raises
+    ValueError when a play or ``resign`` comes without a seat, or ``next_deal`` without a deck.
     """
     if isinstance(command, wc.CreateTable):
         rules = command.to_rules()
         return ea.NewMatch(rules, first_dealer, command.deals, command.target_score)
-    if isinstance(command, wc.Join):
+    if isinstance(command, wc.Join | wc.LeaveTable | wc.Rematch):
         return None
     if isinstance(command, wc.NextDeal):
         if deck is None:

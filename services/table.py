@@ -58,6 +58,10 @@ class Table:
     seeds: Mapping[int, bytes] = field(default_factory=dict)
     algorithms: Mapping[int, str] = field(default_factory=dict)
     token_hashes: Mapping[int, str] = field(default_factory=dict)
+    rematch_agreed: frozenset[int] = frozenset()
+    """The seats whose player asked for a rematch after the match (``rematch_agreed``)."""
+    rematch_table: str | None = None
+    """The rematch's table once both seats agreed (``rematch_opened``)."""
 
     @property
     def exists(self) -> bool:
@@ -86,8 +90,10 @@ class Table:
             kind, _, number = key.partition(":")
             if kind == "seed":
                 seeds[int(number)] = parse_seed(value)
-            elif kind == "token":
+            elif kind == "token" and value:  # emptied when its player left the seat
                 tokens[int(number)] = value
+            elif kind == "token":
+                tokens.pop(int(number), None)
         return changed(self, seeds=seeds, token_hashes=tokens)
 
     def next(
@@ -118,12 +124,20 @@ class Table:
         return changed(table, match=match)
 
     def _seated(self, event: wd.TableEvent) -> Table:
-        """Return the table with what an event changes besides the match: a seat taken, the
-        turn clock, a deal's shuffle algorithm (the table itself for any other event)."""
+        """Return the table with what an event changes besides the match: a seat taken or
+        given up, the turn clock, a deal's shuffle algorithm, the rematch (the table itself for
+        any other event)."""
         if isinstance(event, wd.PlayerJoined):
             holder = SeatHolder(event.name, event.bot)
             seats = (holder, self.seats[1]) if event.seat == 0 else (self.seats[0], holder)
             return changed(self, seats=seats)
+        if isinstance(event, wd.PlayerLeft):
+            seats = (None, self.seats[1]) if event.seat == 0 else (self.seats[0], None)
+            return changed(self, seats=seats)
+        if isinstance(event, wd.RematchAgreed):
+            return changed(self, rematch_agreed=self.rematch_agreed | {event.seat})
+        if isinstance(event, wd.RematchOpened):
+            return changed(self, rematch_table=event.next_table_id)
         if isinstance(event, wd.TableCreated):
             return changed(self, turn_seconds=event.turn_seconds)
         if isinstance(event, wd.DealStarted):

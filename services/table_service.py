@@ -315,6 +315,10 @@ class TableService:
             return self._join(table, command)
         if seat is None or table.seats[seat] is None:
             raise TableError("seat/required", "only a seated player may send this command")
+        if isinstance(command, wc.LeaveTable):
+            return self._leave(table, seat)
+        if isinstance(command, wc.Rematch):
+            return self._rematch(table, command, seat)
         if isinstance(command, wc.NextDeal):
             if None in table.seats:
                 raise TableError("table/not_full", "a deal starts only with both seats taken")
@@ -367,6 +371,37 @@ class TableService:
                 decision.result,
             )
         return decision
+
+    def _leave(self, table: Table, seat: int) -> Decision:
+        """Free ``seat`` before the first deal; its token hash is emptied with the event."""
+        if table.deal_number > 0:
+            raise TableError(
+                "table/started",
+                f"table {table.table_id} has dealt: a seat is given up only before the first deal",
+            )
+        secrets = {TOKEN_KEY.format(seat=seat): ""} if self.token_hasher is not None else {}
+        return Decision([wd.PlayerLeft(seat=seat)], table.match, secrets, {"seat": seat})
+
+    def _rematch(self, table: Table, command: wc.Rematch, seat: int) -> Decision:
+        """Record ``seat``'s wish to play again; when every seat agrees (a bot at once), open
+        the rematch at ``command.next_table_id``.  Asking again changes nothing."""
+        if table.match is None or not table.match.over:
+            raise TableError(
+                "table/not_over", f"the match of table {table.table_id} is not over yet"
+            )
+        if command.next_table_id == table.table_id:
+            raise TableError("command/invalid", "a rematch is at another table")
+        events: list[wd.TableEvent] = []
+        if seat not in table.rematch_agreed:
+            events.append(wd.RematchAgreed(seat=seat))
+        bots = {s for s, h in enumerate(table.seats) if h is not None and h.bot is not None}
+        agreed = sorted(table.rematch_agreed | {seat} | bots)
+        opened = table.rematch_table
+        if opened is None and len(agreed) == 2:
+            opened = command.next_table_id
+            events.append(wd.RematchOpened(next_table_id=opened))
+        result = {"seat": seat, "rematch": {"agreed": agreed, "table_id": opened}}
+        return Decision(events, table.match, {}, result)
 
     def _next_deal(self, table: Table) -> Decision:
         seed = self._seed(table.table_id, table.deal_number + 1)

@@ -87,6 +87,8 @@ class TableFold:
     __slots__ = (
         "_pending",
         "match",
+        "rematch_agreed",
+        "rematch_table",
         "seats",
         "table_id",
         "turn_seconds",
@@ -101,6 +103,8 @@ class TableFold:
         self.seats: list[dict[str, Any] | None] = [None, None]
         self.turn_seconds: int | None = None
         self.updated_at: int | None = None
+        self.rematch_agreed: frozenset[int] = frozenset()
+        self.rematch_table: str | None = None
         self._pending: _PendingDeal | None = None
 
     # --- folding -------------------------------------------------------------------------------
@@ -133,6 +137,12 @@ class TableFold:
         """Fold one wire event at ``version`` (the caller checks the order)."""
         if isinstance(event, wd.PlayerJoined):
             self.seats[event.seat] = {"name": event.name, "bot": event.bot}
+        elif isinstance(event, wd.PlayerLeft):
+            self.seats[event.seat] = None
+        elif isinstance(event, wd.RematchAgreed):
+            self.rematch_agreed |= {event.seat}
+        elif isinstance(event, wd.RematchOpened):
+            self.rematch_table = event.next_table_id
         elif isinstance(event, wd.TableCreated):
             self.turn_seconds = event.turn_seconds
             self._evolve(to_engine(event))
@@ -195,8 +205,10 @@ class TableFold:
         if match is None or self._pending is not None:
             raise FoldError(f"table {self.table_id} at version {self.version} has no views")
         seats = [None if s is None else dict(s) for s in self.seats]  # the fold keeps its own
+        bots = {i for i, s in enumerate(seats) if s is not None and s.get("bot") is not None}
+        rematch = rematch_view(self.rematch_agreed, bots, self.rematch_table)
         return view_dicts(
-            self.table_id, self.version, match, seats, self.turn_seconds, self.updated_at
+            self.table_id, self.version, match, seats, self.turn_seconds, self.updated_at, rematch
         )
 
     def views(self) -> dict[str, str]:
@@ -218,6 +230,16 @@ def status_of(match: Match | None) -> str:
     return "playing"
 
 
+def rematch_view(
+    agreed: frozenset[int], bots: set[int], table: str | None
+) -> dict[str, Any] | None:
+    """Return the ``rematch`` of a public view once a seat asked for one (None before): the
+    seats that agreed (a bot's at once) and the rematch's table once both did."""
+    if not agreed:
+        return None
+    return {"agreed": sorted(agreed | bots), "table_id": table}
+
+
 def view_dicts(
     table_id: str,
     version: int,
@@ -225,18 +247,22 @@ def view_dicts(
     seats: list[dict[str, Any] | None],
     turn_seconds: int | None,
     updated_at: int | None,
+    rematch: dict[str, Any] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Return every view part of a table at ``version`` as a JSON-ready dict, by part name.
 
     The one place a table's stored views are built: the projector's fold and the engine
     worker's append (``TableService.views_after``) both call it, so equal tables give equal
     bytes.  ``seats`` are ``{"name", "bot"}`` or None, put in the public view as they are;
-    ``updated_at`` the time (ms) of the newest event.
+    ``updated_at`` the time (ms) of the newest event; ``rematch`` (:func:`rematch_view`) ends
+    the public view once a seat asked for a rematch.
     """
     shared, seat0, seat1 = stored_parts(match)
     own = (table_id, version, status_of(match), seats, turn_seconds, match.to_act, updated_at)
     public: dict[str, Any] = dict(zip(_PUBLIC_HEAD, own, strict=True))
     public.update(shared)
+    if rematch is not None:
+        public["rematch"] = rematch
     return {
         PUBLIC: public,
         SEAT_PARTS[0]: {"table_id": table_id, "version": version, **seat0},
@@ -256,8 +282,10 @@ def table_views(table: Table, updated_at: int) -> dict[str, str]:
     seats: list[dict[str, Any] | None] = [
         None if s is None else {"name": s.name, "bot": s.bot} for s in table.seats
     ]
+    bots = {i for i, s in enumerate(table.seats) if s is not None and s.bot is not None}
+    rematch = rematch_view(table.rematch_agreed, bots, table.rematch_table)
     views = view_dicts(
-        table.table_id, table.version, table.match, seats, table.turn_seconds, updated_at
+        table.table_id, table.version, table.match, seats, table.turn_seconds, updated_at, rematch
     )
     return dump_views(views)
 

@@ -51,6 +51,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "table/busy": 503,
     "view/not_ready": 503,
     "notation/invalid": 422,
+    "rematch/conflict": 409,
 }
 """Codes whose status is not their family's."""
 

@@ -1,7 +1,8 @@
-"""The lobby's routes: list the tables, resign (``docs/api.md``, "Lobby").
+"""The lobby's routes: list the tables, leave a seat, resign, rematch (``docs/api.md``, "Lobby").
 
-Resign is a seat command like those of ``POST /tables/{id}/commands`` (token, checks, the
-command stream, the recorded result), under a route of its own.
+Leave, resign and rematch are seat commands like those of ``POST /tables/{id}/commands``
+(token, checks, the command stream, the recorded result); the rematch route then opens the
+rematch's table (``services.gateway.rematch``) once both seats agreed.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from services.gateway.messages import (
     CommandAnswer,
     LobbyPage,
     Rejection,
+    RematchAnswer,
     SeatActionRequest,
 )
+from services.gateway.rematch import next_table_id, open_rematch
 from services.gateway.routes import (
     REJECTIONS,
     Credentials,
@@ -88,12 +91,32 @@ async def _seat_command(
                 "command/wrong_table",
                 f"the command is for table {command.table_id!r}, sent to table {table_id!r}",
             )
+        if kind == "rematch" and gateway.is_archived(table_id):
+            raise ApiError(
+                "table/archived",
+                f"table {table_id} has left Redis for the archive: too late for a rematch",
+            )
         refuse_if_archived(gateway, table_id, "move/match_over")
     except ApiError:
         refused(kind)
         raise
     assert seat is not None  # needed=True
     return gateway, command, seat
+
+
+@router.post(
+    "/tables/{table_id}/leave",
+    response_model=CommandAnswer,
+    responses={**REJECTIONS, **_PENDING},
+    openapi_extra=_body(SeatActionRequest),
+    summary="Give the seat up before the first deal",
+    tags=["lobby"],
+)
+async def leave_table(table_id: str, request: Request, credentials: Credentials) -> JSONResponse:
+    """Free the token's seat (a ``leave_table`` command): the token stops working and another
+    player may join.  Only before the first deal; after it, 409 ``table/started``."""
+    gateway, command, seat = await _seat_command(request, table_id, credentials, "leave_table")
+    return answer_response(await submit(gateway, command, seat), command)
 
 
 @router.post(
@@ -109,3 +132,40 @@ async def resign(table_id: str, request: Request, credentials: Credentials) -> J
     ``POST /tables/{id}/commands``."""
     gateway, command, seat = await _seat_command(request, table_id, credentials, "resign")
     return answer_response(await submit(gateway, command, seat), command)
+
+
+@router.post(
+    "/tables/{table_id}/rematch",
+    response_model=RematchAnswer,
+    responses={**REJECTIONS, **_PENDING},
+    openapi_extra=_body(SeatActionRequest),
+    summary="Agree to a rematch, and get this seat's token at its table",
+    tags=["lobby"],
+)
+async def rematch(table_id: str, request: Request, credentials: Credentials) -> JSONResponse:
+    """Once the match is over: record this seat's agreement; when both seats agreed (a bot at
+    once), the rematch's table is opened with the same rules, match length, turn clock, names
+    and bots, and each seat asking (again: idempotent) gets its token there."""
+    gateway = gateway_of(request)
+    new_id = next_table_id(gateway, table_id)
+    gateway, command, seat = await _seat_command(
+        request, table_id, credentials, "rematch", next_table_id=new_id
+    )
+    answer = await submit(gateway, command, seat)
+    if not answer.ok:
+        return answer_response(answer, command)
+    state = answer.result.get("rematch") or {}
+    opened = state.get("table_id")
+    body: dict[str, Any] = {
+        "ok": True,
+        "table_id": table_id,
+        "seat": seat,
+        "command_id": command.command_id,
+        "version": answer.last_version,
+        "rematch": {"agreed": state.get("agreed", []), "table_id": opened, "token": None},
+    }
+    body["rematch"]["seat"] = None
+    if isinstance(opened, str):
+        token = await open_rematch(gateway, table_id, opened, seat, answer.last_version or 0)
+        body["rematch"].update(token=token, seat=seat)
+    return JSONResponse(body)

@@ -127,6 +127,26 @@ class SeatActionRequest(BaseModel):
     expected_version: NonNegative | None = None
 
 
+class RematchState(BaseModel):
+    """Who agreed to the rematch, and, once both did, its table and this seat's token there."""
+
+    agreed: list[Seat]
+    table_id: TableId | None
+    token: str | None
+    seat: Seat | None
+
+
+class RematchAnswer(BaseModel):
+    """The answer of a rematch request."""
+
+    ok: Literal[True] = True
+    table_id: TableId
+    seat: Seat
+    command_id: CommandId
+    version: int
+    rematch: RematchState
+
+
 class SentEnvelope(Envelope):
     """An event's envelope as the gateway sends it; ``hash`` and ``prev_hash`` are null for the
     events of a deal in play (until its seed is revealed)."""

@@ -83,6 +83,8 @@ def test_every_command_round_trips_through_json() -> None:
         cmd("meld_hand", hand=["KC", "KD", "KH"], table=[["KC", "KD", "KH"]]),
         cmd("resign"),
         cmd("next_deal"),
+        cmd("leave_table"),
+        cmd("rematch", next_table_id="t-abcdefghijkl"),
     ]
     assert {s["type"] for s in samples} == set(commands.COMMAND_TYPES)
     for raw in samples:
@@ -215,6 +217,9 @@ def sample_events() -> list[domain.EventModel]:
         ),
         domain.PlayerJoined(seat=0, name="Ana"),
         domain.PlayerJoined(seat=1, name="Greedy bot", bot="greedy"),
+        domain.PlayerLeft(seat=0),
+        domain.RematchAgreed(seat=1),
+        domain.RematchOpened(next_table_id="t-abcdefghijkl"),
         DealStarted(
             number=1, dealer=1, stake=1, commitment="a" * 64, algorithm="hmac-sha256-fy-v1"
         ),

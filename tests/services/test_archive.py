@@ -26,9 +26,9 @@ from services.archive.folder import FolderArchive
 from services.archive.mover import Archiver
 from services.archive.record import ArchiveError, check_chain, pack, unpack
 from services.archive.redis_tables import delete_tables, export_tables
+from services.lobby import lobby_row
 from services.selfplay import SelfplayConfig, record_selfplay
 from services.store import Head, KeySpace, RedisEventStore
-from services.lobby import lobby_row
 from services.table_service import TableService
 
 SHARDS = 4

@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from redis.asyncio import Redis
 
 from services import lobby
-from services.gateway.testing import Stack
+from services.gateway.auth import SeatAuth
+from services.gateway.rematch import next_table_id
+from services.gateway.testing import Seat, Stack
 from services.settings import Settings, load_settings
 
 SECRET = "lobby-test-secret-0123456789"
@@ -150,10 +153,14 @@ async def test_an_older_row_never_replaces_a_newer_one(stack: Stack, redis_clien
     assert await redis_client.hget(keys.lobby("rows"), "old-1") is None
 
 
-async def test_the_lobby_route_is_in_the_openapi_document(stack: Stack) -> None:
+async def test_the_lobby_routes_are_in_the_openapi_document(stack: Stack) -> None:
     paths = (await stack.http.get("/openapi.json")).json()["paths"]
     parameters = {p["name"] for p in paths["/tables"]["get"]["parameters"]}
     assert parameters == {"status", "limit", "cursor"}
+    for action in ("leave", "resign", "rematch"):
+        route = paths[f"/tables/{{table_id}}/{action}"]["post"]
+        assert route["tags"] == ["lobby"] and "requestBody" in route, action
+        assert {"200", "401", "409"} <= set(route["responses"]), action
 
 
 # --- resign -------------------------------------------------------------------------------------
@@ -192,3 +199,137 @@ async def test_resign_needs_a_seat_token(stack: Stack) -> None:
         "/tables/rs-3/resign", headers={"Authorization": "Bearer nobodys"}, content=b"{"
     )
     assert bad.status_code == 401
+
+
+# --- leave --------------------------------------------------------------------------------------
+
+
+async def test_leave_frees_the_seat_and_ends_its_token(stack: Stack) -> None:
+    await stack.create(table_id="lv-1", deals=1)
+    ana = await stack.join("lv-1", "ana", seat=0)
+    assert (await stack.http.get("/tables/lv-1/view", headers=ana.headers)).status_code == 200
+    response = await stack.http.post("/tables/lv-1/leave", headers=ana.headers)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert (body["ok"], body["table_id"], body["seat"], body["version"]) == (True, "lv-1", 0, 3)
+    public = (await stack.http.get("/tables/lv-1", params={"min_version": 3})).json()
+    assert public["seats"] == [None, None]
+    [row] = (await listed(stack))["tables"]
+    assert row["seats"][0]["taken"] is False and row["version"] == 3
+    for _ in range(2):  # the token is no seat's any more, now and when asked again
+        gone = await stack.http.get("/tables/lv-1/view", headers=ana.headers)
+        assert gone.status_code == 401 and gone.json()["code"] == "seat/bad_token"
+    bo = await stack.join("lv-1", "bo", seat=0)
+    assert bo.seat == 0 and bo.token != ana.token
+    assert (await stack.http.get("/tables/lv-1/view", headers=bo.headers)).status_code == 200
+
+
+async def test_leave_after_the_first_deal_is_table_started(stack: Stack) -> None:
+    await stack.create(table_id="lv-2", deals=1)
+    ana = await stack.join("lv-2", "ana", seat=0)
+    await stack.join("lv-2", "bo", seat=1)
+    before = (await stack.http.get("/tables/lv-2")).json()["version"]
+    response = await stack.http.post("/tables/lv-2/leave", headers=ana.headers)
+    assert response.status_code == 409, response.text
+    assert response.json()["code"] == "table/started"
+    after = (await stack.http.get("/tables/lv-2")).json()
+    assert after["version"] == before and after["seats"][0]["name"] == "ana"
+    assert (await stack.http.get("/tables/lv-2/view", headers=ana.headers)).status_code == 200
+    [row] = (await listed(stack, status="running"))["tables"]
+    assert row["table_id"] == "lv-2"
+
+
+async def test_leave_table_is_a_wire_command_too(stack: Stack) -> None:
+    await stack.create(table_id="lv-3", deals=1)
+    ana = await stack.join("lv-3", "ana", seat=1)
+    response = await ana.send(
+        {"type": "leave_table", "command_id": "leave-0001", "table_id": "lv-3"}
+    )
+    assert response.status_code == 200 and response.json()["seat"] == 1
+    events = (await stack.http.get("/tables/lv-3/events")).json()["events"]
+    assert events[-1]["payload"] == {"type": "player_left", "v": 1, "seat": 1}
+
+
+# --- rematch ------------------------------------------------------------------------------------
+
+
+async def rematch(stack: Stack, seat: Seat) -> dict[str, Any]:
+    response = await stack.http.post(f"/tables/{seat.table_id}/rematch", headers=seat.headers)
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def finished(stack: Stack, table_id: str, **fields: Any) -> tuple[Seat, Seat]:
+    await stack.create(table_id=table_id, **fields)
+    ana = await stack.join(table_id, "ana", seat=0)
+    bo = await stack.join(table_id, "bo", seat=1)
+    response = await stack.http.post(f"/tables/{table_id}/resign", headers=bo.headers)
+    assert response.status_code == 200, response.text
+    return ana, bo
+
+
+async def test_rematch_once_both_agree_at_a_table_like_the_first(stack: Stack) -> None:
+    ana, bo = await finished(stack, "rm-1", deals=3, turn_seconds=90, rules="long-runs")
+    first = await rematch(stack, ana)
+    assert first["rematch"] == {"agreed": [0], "table_id": None, "token": None, "seat": None}
+    public = (await stack.http.get("/tables/rm-1", params={"min_version": first["version"]})).json()
+    assert public["rematch"] == {"agreed": [0], "table_id": None}
+    assert (await rematch(stack, ana))["rematch"]["agreed"] == [0]  # asking again: the same
+    second = await rematch(stack, bo)
+    new_id = second["rematch"]["table_id"]
+    assert second["rematch"]["agreed"] == [0, 1] and new_id.startswith("t-")
+    assert second["rematch"]["seat"] == 1
+    again = await rematch(stack, ana)
+    assert again["rematch"]["table_id"] == new_id and again["rematch"]["seat"] == 0
+    assert (await rematch(stack, bo))["rematch"]["token"] == second["rematch"]["token"]
+    public = (
+        await stack.http.get("/tables/rm-1", params={"min_version": second["version"]})
+    ).json()
+    assert public["rematch"] == {"agreed": [0, 1], "table_id": new_id}
+    new = (await stack.http.get(f"/tables/{new_id}")).json()
+    old = (await stack.http.get("/tables/rm-1")).json()
+    for name in ("rules", "deals", "target_score", "turn_seconds"):
+        assert new[name] == old[name], name
+    assert [s["name"] for s in new["seats"]] == ["ana", "bo"]
+    assert new["status"] == "playing"
+    for seat, answer in ((0, again), (1, second)):
+        headers = {"Authorization": f"Bearer {answer['rematch']['token']}"}
+        view = await stack.http.get(f"/tables/{new_id}/view", headers=headers)
+        assert view.status_code == 200 and view.json()["seat"] == seat
+    running = [t["table_id"] for t in (await listed(stack, status="running"))["tables"]]
+    assert running == [new_id]
+
+
+async def test_a_bot_agrees_at_once(stack: Stack) -> None:
+    await stack.create(table_id="rm-bot", deals=1, bots={"1": "greedy"})
+    ana = await stack.join("rm-bot", "ana", seat=0)
+    response = await stack.http.post("/tables/rm-bot/resign", headers=ana.headers)
+    assert response.status_code == 200, response.text
+    answer = await rematch(stack, ana)
+    assert answer["rematch"]["agreed"] == [0, 1] and answer["rematch"]["seat"] == 0
+    new = (await stack.http.get(f"/tables/{answer['rematch']['table_id']}")).json()
+    assert new["seats"] == [{"name": "ana", "bot": None}, {"name": "greedy bot", "bot": "greedy"}]
+
+
+async def test_no_rematch_before_the_end_nor_as_a_command(stack: Stack) -> None:
+    await stack.create(table_id="rm-2", deals=1)
+    ana = await stack.join("rm-2", "ana", seat=0)
+    early = await stack.http.post("/tables/rm-2/rematch", headers=ana.headers)
+    assert early.status_code == 409 and early.json()["code"] == "table/not_over"
+    sent = await ana.send(
+        {"type": "rematch", "command_id": "rematch-01", "table_id": "rm-2", "next_table_id": "x-1"}
+    )
+    assert sent.status_code == 422 and sent.json()["code"] == "command/unsupported"
+    assert (await stack.http.get("/tables/rm-2")).json()["version"] == 2
+
+
+async def test_a_rematch_table_taken_by_someone_else_is_a_conflict(stack: Stack) -> None:
+    ana, bo = await finished(stack, "rm-3", deals=1)
+    auth = SeatAuth(None, stack.settings.keys, SECRET.encode())  # type: ignore[arg-type]
+    squatted = next_table_id(SimpleNamespace(auth=auth), "rm-3")  # type: ignore[arg-type]
+    await stack.create(table_id=squatted, deals=5)
+    await rematch(stack, ana)
+    response = await stack.http.post("/tables/rm-3/rematch", headers=bo.headers)
+    assert response.status_code == 409 and response.json()["code"] == "rematch/conflict"
+    assert (await stack.http.get(f"/tables/{squatted}")).json()["seats"] == [None, None]
