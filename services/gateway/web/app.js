@@ -262,6 +262,7 @@ async function tableScreen(tableId) {
     refreshing = client.publicView(tableId).then((pub) => {
       if (!t.pub || pub.version >= t.pub.version) t.pub = pub;
       if (pub.updated_at) t.lastTime = Math.max(t.lastTime, pub.updated_at);
+      if (t.rematchAsked && pub.rematch?.table_id) rematch(t); // the other seat agreed: go
       render(t);
     }).catch(() => {}).finally(() => { refreshing = null; });
   };
@@ -271,7 +272,7 @@ async function tableScreen(tableId) {
     onEvent: (e) => {
       t.events.push(e);
       t.lastTime = Math.max(t.lastTime, e.time);
-      if (e.payload.type === 'player_joined' || e.payload.type === 'match_ended') refreshPublic();
+      if (PUBLIC_CHANGES.has(e.payload.type)) refreshPublic();
       schedule(t);
     },
     onView: (view) => {
@@ -290,6 +291,8 @@ async function tableScreen(tableId) {
   document.addEventListener('keydown', keys);
   return () => { live.close(); clearInterval(ticker); document.removeEventListener('keydown', keys); };
 }
+
+const PUBLIC_CHANGES = new Set(['player_joined', 'player_left', 'match_ended', 'rematch_agreed', 'rematch_opened']);
 
 let pending = false;
 function schedule(t) {
@@ -398,12 +401,19 @@ function headBar(t, status, seatNames) {
   }
   if (status === 'over') parts.push(h('a', { href: `#/replay/${t.id}` }, 'Replay this table'));
   if (v.match_over && t.seat !== null) {
-    parts.push(h('button', { class: 'secondary', 'data-key': 'rematch', onclick: () => rematch(t) }, 'Rematch'));
+    parts.push(h('button', { class: 'secondary', id: 'rematch', 'data-key': 'rematch', onclick: () => rematch(t) }, 'Rematch'));
+  }
+  const agreed = t.pub?.rematch?.agreed ?? [];
+  if (agreed.length) {
+    const next = t.pub.rematch.table_id;
+    parts.push(h('span', { id: 'rematch-state' }, `rematch asked by ${agreed.map((s) => seatNames[s]).join(' and ')}`,
+      next && t.seat === null ? h('a', { href: `#/t/${next}` }, ` · watch it`) : ''));
   }
   return h('div', { class: 'bar panel' }, parts);
 }
 
 async function rematch(t) {
+  t.rematchAsked = true;
   try {
     const answer = await client.rematch(t.id, t.token);
     const r = answer.rematch;

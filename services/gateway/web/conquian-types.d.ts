@@ -223,6 +223,16 @@ export interface Leave {
 }
 
 /**
+ * Give one's seat up before the first deal (not ``leave``: leave the turned card).
+ */
+export interface LeaveTable {
+  command_id: string;
+  expected_version?: number | null;
+  table_id: string;
+  type: "leave_table";
+}
+
+/**
  * The match is over; ``winner`` has the higher score (None on a tie).
  */
 export interface MatchEnded {
@@ -281,6 +291,15 @@ export interface PlayerJoined {
 }
 
 /**
+ * The player of ``seat`` gave the seat up before the first deal; its token stops working.
+ */
+export interface PlayerLeft {
+  seat: number;
+  type: "player_left";
+  v: 1;
+}
+
+/**
  * Refuse the offered card (it goes to the waste and the next card is turned).
  */
 export interface Refuse {
@@ -288,6 +307,38 @@ export interface Refuse {
   expected_version?: number | null;
   table_id: string;
   type: "refuse";
+}
+
+/**
+ * Agree, once the match is over, to play again: the same seats at ``next_table_id``.
+ *
+ * The gateway's rematch route sends it and derives ``next_table_id``; a seat cannot send it
+ * on its own.
+ */
+export interface Rematch {
+  command_id: string;
+  expected_version?: number | null;
+  next_table_id: string;
+  table_id: string;
+  type: "rematch";
+}
+
+/**
+ * After the match, ``seat`` agreed to play again (a bot seat agrees without an event).
+ */
+export interface RematchAgreed {
+  seat: number;
+  type: "rematch_agreed";
+  v: 1;
+}
+
+/**
+ * Both seats agreed: the rematch is at table ``next_table_id`` (same rules, seats, clock).
+ */
+export interface RematchOpened {
+  next_table_id: string;
+  type: "rematch_opened";
+  v: 1;
 }
 
 /**
@@ -405,9 +456,9 @@ export interface WentOut {
   v: 1;
 }
 
-export type Command = CreateTable | Join | NextDeal | Resign | Turn | Take | Refuse | Leave | Force | Waive | Discard | MeldHand;
+export type Command = CreateTable | Join | NextDeal | Resign | LeaveTable | Rematch | Turn | Take | Refuse | Leave | Force | Waive | Discard | MeldHand;
 
-export type DomainEvent = TableCreated | PlayerJoined | DealStarted | HandDealt | CardTurned | CardRefused | CardLeft | ForceDemanded | ForceWaived | CardWasted | MeldMade | HandMelded | CardDiscarded | WentOut | GameDrawn | Resigned | StakesSettled | DealRevealed | MatchEnded | CommandRejected;
+export type DomainEvent = TableCreated | PlayerJoined | PlayerLeft | RematchAgreed | RematchOpened | DealStarted | HandDealt | CardTurned | CardRefused | CardLeft | ForceDemanded | ForceWaived | CardWasted | MeldMade | HandMelded | CardDiscarded | WentOut | GameDrawn | Resigned | StakesSettled | DealRevealed | MatchEnded | CommandRejected;
 
 /**
  * One event of a table's stream with its position, cause, time and hash chain links.
@@ -422,7 +473,7 @@ export interface Envelope {
   command_id: string;
   event_id?: string;
   hash: string;
-  payload: TableCreated | PlayerJoined | DealStarted | HandDealt | CardTurned | CardRefused | CardLeft | ForceDemanded | ForceWaived | CardWasted | MeldMade | HandMelded | CardDiscarded | WentOut | GameDrawn | Resigned | StakesSettled | DealRevealed | MatchEnded;
+  payload: TableCreated | PlayerJoined | PlayerLeft | RematchAgreed | RematchOpened | DealStarted | HandDealt | CardTurned | CardRefused | CardLeft | ForceDemanded | ForceWaived | CardWasted | MeldMade | HandMelded | CardDiscarded | WentOut | GameDrawn | Resigned | StakesSettled | DealRevealed | MatchEnded;
   prev_hash: string;
   table_id: string;
   time: number;

@@ -26,6 +26,9 @@ export function describe(payload, names) {
       return `Table opened: ${p.rules.name} rules, ${end}${clock}.`;
     }
     case 'player_joined': return `${p.name}${p.bot ? ' (bot)' : ''} sits at seat ${p.seat}.`;
+    case 'player_left': return `${who(p.seat)} leaves the table; seat ${p.seat} is free.`;
+    case 'rematch_agreed': return `${who(p.seat)} asks for a rematch.`;
+    case 'rematch_opened': return `Rematch at table ${p.next_table_id}.`;
     case 'deal_started': return `Deal ${p.number}: ${who(p.dealer)} deals, stake ${p.stake}; deck committed ${p.commitment.slice(0, 12)}…`;
     case 'hand_dealt': return `${who(p.seat)} is dealt ${p.cards.join(' ')}.`;
     case 'card_turned': return `${who(p.seat)} turns ${p.card}.`;
@@ -54,7 +57,10 @@ export function describe(payload, names) {
 /** Return the seats' names from the events so far (`seat 0`, `seat 1` until they join). */
 export function namesOf(envelopes) {
   const names = ['seat 0', 'seat 1'];
-  for (const e of envelopes) if (e.payload.type === 'player_joined') names[e.payload.seat] = e.payload.name;
+  for (const { payload: p } of envelopes) {
+    if (p.type === 'player_joined') names[p.seat] = p.name;
+    if (p.type === 'player_left') names[p.seat] = `seat ${p.seat}`;
+  }
   return names;
 }
 
