@@ -168,6 +168,14 @@ def test_a_deal_against_the_bot_survives_a_reload_a_drop_and_shows_rejections(
         assert verdict.get_attribute("data-verified") == "ok", verdict.text
         assert "dealt hand" in verdict.text and "SHA-256" in verdict.text
 
+        # a rematch: at a bot's table the first ask opens it, and the page goes there
+        click(driver, "#rematch")
+        wait_for(lambda: f"/t/{table}" not in driver.current_url, what="the rematch table")
+        rematch = re.search(r"#/t/(t-[a-z0-9]+)", driver.current_url)
+        assert rematch and rematch.group(1) != table
+        wait_for(lambda: table_state(driver).get("seat") == "0", what="seated at the rematch")
+        wait_for(lambda: table_state(driver).get("phase") not in (None, "none"))
+
         # the replay: step back and forward; the ended deal's hands are shown
         driver.get(f"{service}/#/replay/{table}")
         steps = int(
@@ -203,6 +211,23 @@ def test_the_page_works_on_a_phone_sized_screen(service: str) -> None:
         assert boxes and all(left >= 0 and right <= 375 for left, right in boxes), boxes
         if my_turn(driver):
             play_one(driver)
+        assert console_errors(driver) == []
+    finally:
+        driver.quit()
+
+
+def test_a_seat_left_before_the_first_deal_is_free_again(service: str) -> None:
+    driver = chromium()
+    try:
+        table = create(driver, service, "friend")
+        assert http("GET", f"{service}/tables/{table}")["seats"][0]["name"] == "ana"
+        click(driver, '#actions [data-action="leave_table"]')
+        wait_for(lambda: driver.current_url.endswith("#/"), what="the start page")
+        assert http("GET", f"{service}/tables/{table}")["seats"][0] is None  # a free seat
+        held = driver.execute_script("return localStorage.getItem('conquian.seats')")
+        assert table not in held
+        driver.get(f"{service}/#/t/{table}")  # now only a spectator of it
+        wait_for(lambda: table_state(driver).get("seat") == "spectator")
         assert console_errors(driver) == []
     finally:
         driver.quit()
