@@ -252,8 +252,9 @@ function seatArea(t, seat, seatNames, mine) {
   const player = v.deal?.players[seat];
   const acting = v.deal && v.deal.phase !== 'over' && v.deal.to_act === seat;
   const bot = t.pub?.seats?.[seat]?.bot;
+  const taken = !t.pub?.seats || Boolean(t.pub.seats[seat]?.name);
   const head = h('div', { class: 'seat-head' },
-    h('strong', {}, seatNames[seat]), bot ? h('span', { class: 'muted' }, `(${bot} bot)`) : '',
+    h('strong', {}, taken ? seatNames[seat] : 'free seat'), bot ? h('span', { class: 'muted' }, `(${bot} bot)`) : '',
     h('span', { class: 'muted' }, `seat ${seat}`), acting ? h('span', { class: 'pill turn' }, 'to act') : '',
     player ? goal(player.table) : '');
   const area = h('section', { class: `seat ${acting ? 'acting' : ''}`, id: `seat-${seat}`, 'aria-label': `${seatNames[seat]}'s side` }, head);
