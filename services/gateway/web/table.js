@@ -26,7 +26,7 @@ export async function tableScreen(tableId) {
   const t = {
     id: tableId, token: held?.token ?? null, seat: held?.seat ?? null,
     view: null, pub: null, events: [], selected: new Set(), busy: false, lastTime: 0, verify: {},
-    resignArmed: false,
+    resignArmed: false, skew: 0,
   };
   t.act = (fields, send) => act(t, fields, send); // for moves.js
   t.redraw = () => render(t);
@@ -62,6 +62,9 @@ export async function tableScreen(tableId) {
     token: t.token,
     after,
     onEvent: (e) => {
+      // a live event is at most as new as the server's clock: the largest (time − now) seen
+      // is how far the server's clock is ahead of this one (0 until one is ahead)
+      t.skew = Math.max(t.skew, e.time - Date.now());
       t.events.push(e);
       t.lastTime = Math.max(t.lastTime, e.time);
       if (PUBLIC_CHANGES.has(e.payload.type)) refreshPublic();
@@ -115,7 +118,7 @@ function tick(t) {
   if (!el) return;
   const due = deadline(t);
   if (due === null) { el.textContent = ''; return; }
-  const left = Math.max(0, Math.ceil((due - Date.now()) / 1000));
+  const left = Math.max(0, Math.ceil((due - Date.now() - t.skew) / 1000));
   el.textContent = `clock ${Math.floor(left / 60)}:${String(left % 60).padStart(2, '0')}`;
   el.classList.toggle('low', left <= 10);
 }
