@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv test run lint schema screenshots bench bench-store bench-audit bench-pipeline bench-client clean
+.PHONY: venv test run lint schema screenshots bench bench-store bench-audit bench-pipeline bench-client bench-web clean
 
 venv: $(STAMP)
 
@@ -41,6 +41,9 @@ bench-pipeline: $(STAMP)
 
 bench-client: $(STAMP)
 	$(PY) bench/redis_client.py
+
+bench-web: $(STAMP)
+	$(PY) bench/web_page.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
