@@ -33,13 +33,12 @@ MAX_LIMIT = 100
 _MEMBER = re.compile(r"\d{13}:[A-Za-z0-9_.:\-]{1,128}")
 
 WRITE_LUA = """#!lua
--- KEYS[1] waiting, KEYS[2] running, KEYS[3] rows.  ARGV[1] now (ms), then four per table:
--- id, version, status ('waiting', 'running' or '' for neither), row JSON.  A row older than
+-- KEYS[1] waiting, KEYS[2] running, KEYS[3] rows.  Five ARGV per table: id, version, status
+-- ('waiting', 'running' or '' for neither), row JSON, creation time (ms).  A row older than
 -- (or as old as) the stored one is skipped; a table keeps the creation time first stored.
-local now = ARGV[1]
-for i = 2, #ARGV, 4 do
+for i = 1, #ARGV, 5 do
   local id, version, status, row = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local created = now
+  local created = ARGV[i + 4]
   local old = redis.call('HGET', KEYS[3], id)
   local fresh = true
   if old then
@@ -103,6 +102,8 @@ class LobbyRow:
     version: int
     status: Status | None
     row: dict[str, Any]
+    created: int | None = None
+    """When the table was created (ms), if known; else the time of the first write."""
 
 
 def lobby_row(table: Table) -> LobbyRow:
@@ -145,19 +146,20 @@ def _keys(keys: KeySpace) -> list[str]:
 async def write_rows(
     redis: Redis | RedisCluster, keys: KeySpace, rows: Iterable[LobbyRow], now: int
 ) -> None:
-    """Store the rows (one script call; a row older than the stored one changes nothing)."""
-    args: list[str | int] = [now]
+    """Store the rows (one script call; a row older than the stored one changes nothing); a
+    table first stored is listed as created at ``row.created``, else ``now`` (ms)."""
+    args: list[str | int] = []
     for r in rows:
         text = json.dumps(r.row, separators=(",", ":"), ensure_ascii=False) if r.row else ""
-        args += [r.table_id, r.version, r.status or "", text]
-    if len(args) > 1:
-        await redis.eval(WRITE_LUA, 3, *_keys(keys), *args)  # type: ignore[misc]
+        args += [r.table_id, r.version, r.status or "", text, r.created or now]
+    if args:
+        await redis.eval(WRITE_LUA, 3, *_keys(keys), *args)
 
 
 async def forget(redis: Redis | RedisCluster, keys: KeySpace, table_ids: Sequence[str]) -> None:
     """Take tables out of the lobby and drop their rows (the archiver moved them out)."""
     if table_ids:
-        await redis.eval(FORGET_LUA, 3, *_keys(keys), *table_ids)  # type: ignore[misc]
+        await redis.eval(FORGET_LUA, 3, *_keys(keys), *table_ids)
 
 
 def encode_cursor(member: str) -> str:
@@ -182,9 +184,7 @@ async def page(
     """Return ``{"tables": [...], "next_cursor": ...}``: up to ``limit`` rows of a list,
     newest first, after ``cursor``; raise :class:`BadCursor` for a cursor no page gave."""
     after = "" if cursor is None else decode_cursor(cursor)
-    reply = await redis.eval(  # type: ignore[misc]
-        PAGE_LUA, 2, keys.lobby(status), keys.lobby("rows"), after, limit + 1
-    )
+    reply = await redis.eval(PAGE_LUA, 2, keys.lobby(status), keys.lobby("rows"), after, limit + 1)
     pairs = [(_text(reply[i]), _text(reply[i + 1])) for i in range(0, len(reply), 2)]
     more = len(pairs) > limit
     pairs = pairs[:limit]

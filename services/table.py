@@ -132,8 +132,8 @@ class Table:
             seats = (holder, self.seats[1]) if event.seat == 0 else (self.seats[0], holder)
             return changed(self, seats=seats)
         if isinstance(event, wd.PlayerLeft):
-            seats = (None, self.seats[1]) if event.seat == 0 else (self.seats[0], None)
-            return changed(self, seats=seats)
+            left = (None, self.seats[1]) if event.seat == 0 else (self.seats[0], None)
+            return changed(self, seats=left)
         if isinstance(event, wd.RematchAgreed):
             return changed(self, rematch_agreed=self.rematch_agreed | {event.seat})
         if isinstance(event, wd.RematchOpened):

@@ -87,7 +87,7 @@ async def execute_parts(worker: EngineWorker, parts: list[ShardPart], hints: lis
             on_append=APPEND_SECONDS.observe,
         )
     views = view_hints(results)
-    await write_lobby(worker, run, results)
+    results = await write_lobby(worker, run, results)
     dropped: list[list[bytes]] = []
     start = 0
     for part in parts:
@@ -142,13 +142,20 @@ def lobby_rows(
 
 async def write_lobby(
     worker: EngineWorker, run: Sequence[_Entry], results: Sequence[BatchResult]
-) -> None:
-    """Write the lobby rows the batch changed, before its acknowledgement (a failure is
-    logged: the rows are written again when the table's row next changes)."""
+) -> list[BatchResult]:
+    """Write the lobby rows the batch changed, before its acknowledgement; return the results
+    to settle.  When the write fails, the commands of those tables settle as failed: they are
+    retried, come back as duplicates and write their rows again, and are acknowledged then."""
     rows = lobby_rows(worker.service, run, results)
     if not rows:
-        return
+        return list(results)
     try:
         await write_rows(worker.client, worker.settings.keys, rows, worker.service.clock())
-    except Exception:
-        worker.log.exception("lobby write failed", tables=[r.table_id for r in rows])
+    except Exception as exc:
+        tables = {r.table_id for r in rows}
+        worker.log.warning("lobby write failed, will retry", tables=sorted(tables), error=str(exc))
+        return [
+            exc if isinstance(r, Outcome) and e.command.table_id in tables else r
+            for e, r in zip(run, results, strict=True)
+        ]
+    return list(results)

@@ -38,7 +38,9 @@ from services.gateway.state import Gateway, gateway_of
 
 router = APIRouter()
 
-_PENDING = {202: {"model": CommandAnswer, "description": "still queued"}}
+_PENDING: dict[int | str, dict[str, Any]] = {
+    202: {"model": CommandAnswer, "description": "still queued"}
+}
 
 
 @router.get(

@@ -50,7 +50,7 @@ async def open_rematch(
             "view/not_ready", f"table {table_id} has no view yet", headers={"Retry-After": "1"}
         )
     seats: list[dict[str, Any]] = view["seats"]
-    bots = {str(s): h["bot"] for s, h in enumerate(seats) if h and h.get("bot")}
+    bots = {s: str(h["bot"]) for s, h in enumerate(seats) if h and h.get("bot")}
     create = wc.CreateTable(
         table_id=new_id,
         command_id=_create_id(gateway, new_id),
@@ -58,7 +58,7 @@ async def open_rematch(
         deals=view["deals"],
         target_score=view["target_score"],
         turn_seconds=view["turn_seconds"],
-        bots=bots or None,  # type: ignore[arg-type]  # keys are validated as seats
+        bots=bots or None,
     )
     await _done(gateway, create, "the rematch's table was created by someone else")
     tokens: dict[int, str] = {}

@@ -342,3 +342,54 @@ async def _views(url: str, tables: list[str]) -> dict[str, Any]:
         return out
     finally:
         await client.aclose()
+
+
+async def test_the_lobby_is_one_slot_whatever_the_master_of_each_table(
+    shared_cluster: LocalCluster,
+) -> None:
+    """Rows of tables on every master are written and paged through a cluster client."""
+    from redis.crc import key_slot
+
+    from engine.state import changed
+    from events import commands as wc
+    from services import lobby
+    from services.store import MemoryEventStore
+    from services.table import SeatHolder, Table
+    from services.table_service import TableService
+
+    keys = KeySpace("lob", shards=16)
+    assert len({key_slot(keys.lobby(p).encode()) for p in ("waiting", "running", "rows")}) == 1
+    service = TableService(MemoryEventStore())
+    rows = []
+    for n in range(12):
+        created = await service.execute(
+            wc.CreateTable(table_id=f"lt-{n}", command_id=f"c-create-{n:03d}"), None
+        )
+        assert created.table is not None
+        table: Table = created.table
+        if n % 3 == 0:  # both seats taken: a running table
+            table = changed(table, seats=(SeatHolder("ana"), SeatHolder("bo")))
+        rows.append(lobby.lobby_row(table))
+    client = connect(shared_cluster.url)
+    assert isinstance(client, RedisCluster)
+    try:
+        await client.initialize()
+        masters = {_master(client, keys.head(f"lt-{n}")) for n in range(12)}
+        assert len(masters) == 3  # the tables are all over the cluster, the lobby in one slot
+        for n, row in enumerate(rows):
+            await lobby.write_rows(client, keys, [row], 1_000 + n)
+        pages: list[str] = []
+        cursor = None
+        while True:
+            page = await lobby.page(client, keys, "waiting", 3, cursor)
+            pages += [t["table_id"] for t in page["tables"]]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert pages == [f"lt-{n}" for n in range(11, -1, -1) if n % 3]
+        running = await lobby.page(client, keys, "running", 100, None)
+        assert [t["table_id"] for t in running["tables"]] == ["lt-9", "lt-6", "lt-3", "lt-0"]
+        await lobby.forget(client, keys, [f"lt-{n}" for n in range(12)])
+        assert (await lobby.page(client, keys, "running", 100, None))["tables"] == []
+    finally:
+        await client.aclose()

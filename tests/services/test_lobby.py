@@ -3,14 +3,16 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 
-from services import lobby
+from services import cli, lobby
 from services.gateway.auth import SeatAuth
 from services.gateway.rematch import next_table_id
 from services.gateway.testing import Seat, Stack
@@ -153,6 +155,50 @@ async def test_an_older_row_never_replaces_a_newer_one(stack: Stack, redis_clien
     assert await redis_client.hget(keys.lobby("rows"), "old-1") is None
 
 
+async def test_a_failed_lobby_write_is_retried_until_written(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from services.engine_worker import batch
+
+    calls: list[list[str]] = []
+
+    async def flaky(redis: Any, keys: Any, rows: Any, now: int) -> None:
+        rows = list(rows)
+        calls.append([r.table_id for r in rows])
+        if len(calls) == 1:
+            raise RedisConnectionError("the lobby is away")
+        await lobby.write_rows(redis, keys, rows, now)
+
+    monkeypatch.setattr(batch, "write_rows", flaky)
+    await stack.create(table_id="flaky-1", deals=1)
+    for _ in range(200):
+        if (await listed(stack))["tables"]:
+            break
+        await asyncio.sleep(0.05)
+    assert [t["table_id"] for t in (await listed(stack))["tables"]] == ["flaky-1"]
+    assert calls[:2] == [["flaky-1"], ["flaky-1"]]  # failed, then written by the retry
+
+
+async def test_the_lobby_rebuilds_from_the_tables(stack: Stack, redis_client: Redis) -> None:
+    for n in range(5):
+        await stack.create(table_id=f"rb-{n}", deals=1)
+    await stack.join("rb-1", "ana", seat=1)
+    await stack.join("rb-2", "ana", seat=0)
+    await stack.join("rb-2", "bo", seat=1)
+    await stack.join("rb-3", "cy", seat=0)
+    cy = await stack.join("rb-3", "di", seat=1)
+    assert (await stack.http.post("/tables/rb-3/resign", headers=cy.headers)).status_code == 200
+    before = [await every(stack, status, 2) for status in ("waiting", "running")]
+    assert before == [["rb-4", "rb-1", "rb-0"], ["rb-2"]]
+    keys = stack.settings.keys
+    await redis_client.delete(*(keys.lobby(p) for p in ("waiting", "running", "rows")))
+    assert await every(stack, "waiting", 2) == []
+    args = ["lobby", "--rebuild", "--redis-url", stack.settings.redis_url]
+    args += ["--namespace", stack.settings.namespace, "--shards", "2"]
+    assert await asyncio.to_thread(cli.main, args) == 0
+    assert [await every(stack, status, 2) for status in ("waiting", "running")] == before
+
+
 async def test_the_lobby_routes_are_in_the_openapi_document(stack: Stack) -> None:
     paths = (await stack.http.get("/openapi.json")).json()["paths"]
     parameters = {p["name"] for p in paths["/tables"]["get"]["parameters"]}
@@ -287,6 +333,9 @@ async def test_rematch_once_both_agree_at_a_table_like_the_first(stack: Stack) -
         await stack.http.get("/tables/rm-1", params={"min_version": second["version"]})
     ).json()
     assert public["rematch"] == {"agreed": [0, 1], "table_id": new_id}
+    for headers in ({}, ana.headers):  # the spectator's and a seat's views show it too
+        seen = (await stack.http.get("/tables/rm-1/view", headers=headers)).json()
+        assert seen["rematch"] == {"agreed": [0, 1], "table_id": new_id}
     new = (await stack.http.get(f"/tables/{new_id}")).json()
     old = (await stack.http.get("/tables/rm-1")).json()
     for name in ("rules", "deals", "target_score", "turn_seconds"):
