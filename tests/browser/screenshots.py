@@ -49,14 +49,31 @@ def redis_url() -> Iterator[str]:
 
 
 def shot(driver: WebDriver, folder: Path, name: str) -> None:
-    driver.execute_script("document.activeElement?.blur()")
-    height = driver.execute_script("return document.documentElement.scrollHeight")
-    width = driver.execute_script("return window.innerWidth")
-    if width > 500:  # a desktop: the whole page in one picture
-        driver.set_window_size(width, min(max(height, 700), 1800))
+    """Save the whole page (desktop: the window made as tall as the page) or the screen (phone)
+    as ``folder/name.png``."""
+    driver.execute_script("document.activeElement?.blur(); window.scrollTo(0, 0)")
+    if driver.execute_script("return window.innerWidth") >= 500:
+        width = driver.get_window_size()["width"]
+        driver.set_window_size(width, 700)
+        for _ in range(3):  # the window's height includes what is not the page
+            page = driver.execute_script("return document.documentElement.scrollHeight")
+            inner = driver.execute_script("return window.innerHeight")
+            if inner >= page:
+                break
+            outer = driver.get_window_size()["height"]
+            driver.set_window_size(width, min(outer + page - inner, 2400))
     path = folder / f"{name}.png"
     driver.save_screenshot(str(path))
     print(f"wrote {path}")
+
+
+def lobby_tables(base: str) -> None:
+    """Tables for the lobby to list: two waiting for a player, one being played."""
+    http("POST", f"{base}/tables", {"deals": 3, "turn_seconds": 60, "rules": "long-runs"})
+    waiting = http("POST", f"{base}/tables", {"deals": 5})["table_id"]
+    http("POST", f"{base}/tables/{waiting}/join", {"name": "Zoe"})
+    running = http("POST", f"{base}/tables", {"bots": {"1": "greedy"}, "target_score": 5})
+    http("POST", f"{base}/tables/{running['table_id']}/join", {"name": "Luis"})
 
 
 def bot_table(driver: WebDriver, base: str, bot: str = "greedy") -> str:
@@ -100,10 +117,11 @@ def to_the_end(driver: WebDriver) -> None:
 def main(folder: Path) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     with redis_url() as url, serve(url) as base:
-        driver = chromium(1100, 800)
+        driver = chromium(1100, 700)
         try:
+            lobby_tables(base)
             driver.get(base + "/")
-            wait_for(lambda: driver.find_element(By.ID, "create"))
+            wait_for(lambda: "loading" not in driver.find_element(By.ID, "main").text)
             shot(driver, folder, "start")
             driver.find_element(
                 By.CSS_SELECTOR, "select[name=opponent] option[value=friend]"
@@ -129,7 +147,6 @@ def main(folder: Path) -> int:
             for step in range(5):
                 move(base, watched, tokens, step)
             version = http("GET", f"{base}/tables/{watched}")["version"]
-            driver.set_window_size(1100, 800)
             driver.get(f"{base}/#/t/{watched}")
             wait_for(lambda: int(table_state(driver).get("version", 0)) >= version)
             shot(driver, folder, "spectator")
