@@ -23,6 +23,13 @@ FOLDER = Path(str(resources.files("services.gateway") / "web"))
 
 NO_CACHE = {"Cache-Control": "no-cache"}  # revalidate (ETag) so that an upgrade shows at once
 
+POLICY = (
+    "default-src 'self'; connect-src 'self'; img-src 'self' data:; "
+    "style-src 'self' 'unsafe-inline'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+)
+"""The page's Content-Security-Policy: its own origin only (HTTP and WebSocket), so the browser
+itself refuses anything from elsewhere; inline styles are the meld colours of the cards."""
+
 
 class _Assets(StaticFiles):
     """StaticFiles that asks browsers to revalidate, and serves ``.js`` as JavaScript."""
@@ -47,4 +54,5 @@ def install(app: FastAPI) -> None:
 
     @app.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
     async def index() -> FileResponse:
-        return FileResponse(FOLDER / "index.html", headers=NO_CACHE, media_type="text/html")
+        headers = {**NO_CACHE, "Content-Security-Policy": POLICY}
+        return FileResponse(FOLDER / "index.html", headers=headers, media_type="text/html")

@@ -34,6 +34,8 @@ async def test_the_page_is_served_at_the_root(client: httpx.AsyncClient) -> None
     assert page.status_code == 200
     assert page.headers["content-type"].startswith("text/html")
     assert 'src="web/app.js"' in page.text
+    policy = page.headers["content-security-policy"]
+    assert "default-src 'self'" in policy and "connect-src 'self'" in policy
     head = await client.head("/")
     assert head.status_code == 200
 
