@@ -60,7 +60,9 @@ def test_two_browsers_play_a_whole_deal_against_each_other(service: str) -> None
             what="the invitation link",
         )
         assert link.endswith(f"#/join/{table}")
-        # bob finds the table in the lobby (the link leads to the same join screen)
+        bob.get(link)  # the invitation opens the join screen
+        wait_for(lambda: bob.find_element(By.CSS_SELECTOR, "#join-form input"))
+        # ... and the table is in the lobby's waiting list too: bob joins from there
         bob.get(service + "/")
         click(bob, f'#lobby-waiting li[data-table="{table}"] button')
         assert bob.current_url.endswith(f"#/join/{table}")
