@@ -1,6 +1,7 @@
 """The page's modules in Chromium agree with the Python code: ``actionCommand`` turns every
 legal action the engine lists into the wire command that means that action, and ``handMelds``
-finds the sets and runs of a hand (jack after seven, the run limit kept)."""
+finds the sets and runs of a hand (jack after seven, the run limit kept); ``LiveTable`` delivers
+each event once across a reconnect that resumes with ``after``, and stops on a final close."""
 
 from __future__ import annotations
 
@@ -65,5 +66,47 @@ def test_action_command_gives_the_wire_command_of_each_legal_action(service: str
         assert melds[0] == [["5C", "5D", "5H"], ["AC", "2C", "3C"], ["6S", "7S", "JS", "QS"]]
         assert melds[1][2] == ["6S", "7S", "JS"]  # no run longer than the rules allow
         assert melds[2] == []  # pairs and gaps make no meld
+
+        # LiveTable: each event once, in order, across a reconnect that resumes with `after`
+        trace = run(driver, "conquian-client.js", LIVE_SCRIPT)
+        assert trace["urls"] == [
+            "ws://gw.test/tables/t-1/ws?token=tok&after=3",
+            "ws://gw.test/tables/t-1/ws?token=tok&after=6",
+        ]
+        assert trace["events"] == [4, 5, 6, 7]  # 5 and 6 sent twice, delivered once
+        assert trace["views"] == [6, 7]
+        assert trace["fatal"] == ["seat/bad_token"]  # 4401: no reconnect after it
+        assert trace["count"] == 2
     finally:
         driver.quit()
+
+
+LIVE_SCRIPT = """new Promise((resolve) => {
+  const urls = [], events = [], views = [], fatal = [], sockets = [];
+  class FakeSocket {
+    constructor(url) { urls.push(url); sockets.push(this); }
+    close() {}
+    feed(message) { this.onmessage({ data: JSON.stringify(message) }); }
+  }
+  const client = new m.ConquianClient({ base: 'http://gw.test', WebSocket: FakeSocket });
+  const live = client.live('t-1', {
+    token: 'tok', after: 3,
+    onEvent: (e) => events.push(e.version), onView: (v) => views.push(v.version),
+    onFatal: (code) => fatal.push(code),
+  });
+  const event = (version) => ({ kind: 'event', event: { version, payload: {} } });
+  const first = sockets[0];
+  first.feed({ kind: 'hello' });
+  [4, 5, 6].forEach((v) => first.feed(event(v)));
+  first.feed({ kind: 'view', view: { version: 6 } });
+  first.onclose({ code: 1006 });  // dropped: reconnects after a short wait
+  setTimeout(() => {
+    const second = sockets[1];
+    second.feed({ kind: 'hello' });
+    [5, 6, 7].forEach((v) => second.feed(event(v)));
+    second.feed({ kind: 'view', view: { version: 7 } });
+    second.feed({ kind: 'error', code: 'seat/bad_token', message: 'no' });
+    second.onclose({ code: 4401 });
+    setTimeout(() => resolve({ urls, events, views, fatal, count: sockets.length }), 600);
+  }, 600);
+})"""
