@@ -207,8 +207,8 @@ def my_turn(driver: WebDriver) -> bool:
 
 def play_one(driver: WebDriver) -> str:
     """Play one move through the page as a person would: a take when there is one (pick its
-    hand cards, then its arrangement), else turn, discard the first card offered, waive,
-    refuse or leave.  Returns the action's text; waits until the page shows a newer version."""
+    hand cards, then its arrangement), else turn, discard the first card offered, force,
+    waive, refuse or leave.  Returns the action's text; waits until the page shows a newer version."""
     actions = legal(driver)
     before = int(table_state(driver)["version"])
     takes = [a for a in actions if a.startswith("take")]
@@ -227,7 +227,7 @@ def play_one(driver: WebDriver) -> str:
         click(driver, f'[data-key="card-{card}"]')
         click(driver, '#actions [data-action="discard"]')
     else:
-        choice = next(a for a in ("waive", "refuse", "leave", "force") if a in actions)
+        choice = next(a for a in ("force", "waive", "refuse", "leave") if a in actions)
         click(driver, f'#actions [data-action="{choice}"]')
     wait_for(lambda: int(table_state(driver)["version"]) > before, 20, f"the page after {choice}")
     return choice
