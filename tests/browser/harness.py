@@ -208,7 +208,7 @@ def my_turn(driver: WebDriver) -> bool:
 def play_one(driver: WebDriver) -> str:
     """Play one move through the page as a person would: a take when there is one (pick its
     hand cards, then its arrangement), else turn, discard the first card offered, force,
-    waive, refuse or leave.  Returns the action's text; waits until the page shows a newer version."""
+    waive, refuse or leave.  Returns the action's text; waits for the page's next version."""
     actions = legal(driver)
     before = int(table_state(driver)["version"])
     takes = [a for a in actions if a.startswith("take")]

@@ -269,14 +269,13 @@ export class LiveTable {
     this.status('connecting');
     socket.onmessage = (message) => this.receive(JSON.parse(message.data));
     socket.onclose = (closing) => {
-      if (this.socket !== socket) return;
+      if (this.socket !== socket || this.closed) return; // replaced, or closed by its owner
       if (FATAL.has(closing.code)) {
         this.closed = true;
         this.handlers.onFatal?.(this.lastError?.code ?? `ws/${closing.code}`,
           this.lastError?.message ?? `the socket closed (${closing.code})`);
         return;
       }
-      if (this.closed) return;
       this.status('reconnecting');
       const wait = Math.min(5000, 250 * 2 ** this.retries);
       this.retries += 1;
