@@ -107,6 +107,13 @@ LIVE_SCRIPT = """new Promise((resolve) => {
     second.feed({ kind: 'view', view: { version: 7 } });
     second.feed({ kind: 'error', code: 'seat/bad_token', message: 'no' });
     second.onclose({ code: 4401 });
-    setTimeout(() => resolve({ urls, events, views, fatal, count: sockets.length }), 600);
+    setTimeout(() => {
+      const count = sockets.length;
+      // a socket its owner closed reports no late close (the gateway's 4401 after a leave)
+      const left = client.live('t-2', { token: 'tok', onFatal: (code) => fatal.push(`late ${code}`) });
+      left.close();
+      sockets[sockets.length - 1].onclose({ code: 4401 });
+      resolve({ urls: urls.slice(0, 2), events, views, fatal, count });
+    }, 600);
   }, 600);
 })"""
