@@ -247,6 +247,8 @@ function infoBar(t, seatNames) {
   }
   items.unshift(h('span', { class: `pill ${deal && deal.to_act === t.seat && deal.phase !== 'over' ? 'turn' : ''}`, id: 'turn', 'data-phase': deal?.phase ?? '' }, turn));
   items.push(h('span', { class: 'clock', id: 'clock', 'aria-live': 'off' }));
+  const last = t.events[t.events.length - 1];
+  if (last) items.push(h('span', { class: 'muted', id: 'last-move', 'aria-live': 'polite' }, describe(last.payload, seatNames)));
   return h('div', { class: 'bar panel' }, items);
 }
 
