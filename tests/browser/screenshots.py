@@ -62,6 +62,8 @@ def shot(driver: WebDriver, folder: Path, name: str) -> None:
                 break
             outer = driver.get_window_size()["height"]
             driver.set_window_size(width, min(outer + page - inner, 2400))
+    else:  # a phone: from the centre down, the player's hand and moves
+        driver.execute_script("document.getElementById('centre')?.scrollIntoView()")
     path = folder / f"{name}.png"
     driver.save_screenshot(str(path))
     print(f"wrote {path}")

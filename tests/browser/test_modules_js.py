@@ -110,7 +110,8 @@ LIVE_SCRIPT = """new Promise((resolve) => {
     setTimeout(() => {
       const count = sockets.length;
       // a socket its owner closed reports no late close (the gateway's 4401 after a leave)
-      const left = client.live('t-2', { token: 'tok', onFatal: (code) => fatal.push(`late ${code}`) });
+      const late = (code) => fatal.push(`late ${code}`);
+      const left = client.live('t-2', { token: 'tok', onFatal: late });
       left.close();
       sockets[sockets.length - 1].onclose({ code: 4401 });
       resolve({ urls: urls.slice(0, 2), events, views, fatal, count });
