@@ -94,6 +94,15 @@ def test_two_browsers_play_a_whole_deal_against_each_other(service: str) -> None
             assert table_state(driver)["matchOver"] == "yes"
             assert console_errors(driver) == []
         assert len(played) >= 6, played  # both pages moved, turn after turn
+
+        # a rematch: ana asks and waits; bob agrees and goes; ana's page follows by itself
+        click(ana, "#rematch")
+        wait_for(lambda: "waiting for the other player" in ana.find_element(By.ID, "notice").text)
+        click(bob, "#rematch")
+        for driver, seat in ((bob, "1"), (ana, "0")):
+            wait_for(lambda d=driver: f"/t/{table}" not in d.current_url, what="the rematch")
+            wait_for(lambda d=driver, s=seat: table_state(d).get("seat") == s)
+        assert ana.current_url == bob.current_url
     finally:
         ana.quit()
         bob.quit()
