@@ -33,6 +33,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
+HIDING_MOVES = ("turn", "refuse", "leave", "waive")  # moves that show no hand card
 
 
 def missing_browser() -> str | None:
@@ -239,6 +240,28 @@ def hand_cards(driver: WebDriver, seat: int) -> list[str]:
         f"#hand-{seat} [data-card]",
     )
     return cards
+
+
+def seated_table(base: str) -> tuple[str, list[str]]:
+    """A table with two people seated over HTTP (the test knows both hands)."""
+    table = http("POST", f"{base}/tables", {"deals": 1})["table_id"]
+    tokens = [
+        http("POST", f"{base}/tables/{table}/join", {"name": name, "seat": seat})["token"]
+        for seat, name in enumerate(("ana", "bob"))
+    ]
+    return table, tokens
+
+
+def move(base: str, table: str, tokens: list[str], step: int) -> None:
+    """The seat to act plays a move that keeps its hand hidden: turn, refuse, leave or waive."""
+    for token in tokens:
+        view = http("GET", f"{base}/tables/{table}/view", token=token)
+        choice = next((a for a in HIDING_MOVES if a in view["legal_actions"]), None)
+        if choice is not None:
+            body = {"type": choice, "command_id": f"spect-{table}-{step}", "table_id": table}
+            http("POST", f"{base}/tables/{table}/commands", body, token)
+            return
+    raise AssertionError(f"nobody can play a simple move at {table}")
 
 
 def console_errors(driver: WebDriver) -> list[str]:

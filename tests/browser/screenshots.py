@@ -24,13 +24,14 @@ from tests.browser.harness import (
     click,
     http,
     legal,
+    move,
     my_turn,
     play_one,
+    seated_table,
     serve,
     table_state,
     wait_for,
 )
-from tests.browser.test_spectator import move, seated_table
 
 
 @contextmanager

@@ -11,6 +11,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
 
 from tests.browser.harness import (
+    HIDING_MOVES,
     chromium,
     click,
     console_errors,
@@ -24,7 +25,6 @@ from tests.browser.harness import (
 )
 
 MOVES = 200  # far above any deal's length: a deal has at most 20 stock cards to turn
-SIMPLE = ("turn", "refuse", "leave", "waive")
 
 
 def create(driver: WebDriver, base: str, opponent: str, deals: int = 1, clock: str = "") -> str:
@@ -117,10 +117,10 @@ def test_a_deal_against_the_bot_survives_a_reload_a_drop_and_shows_rejections(
         seat = table_state(driver)["seat"]
         assert seat == "0"
         moves = 0
-        while moves < 2 or not set(SIMPLE) & set(legal(driver)):
+        while moves < 2 or not set(HIDING_MOVES) & set(legal(driver)):
             # a few moves, up to one where a simple move (turn, refuse, leave, waive) is legal
             wait_for(lambda: my_turn(driver), what="ana's turn")
-            if moves >= 2 and set(SIMPLE) & set(legal(driver)):
+            if moves >= 2 and set(HIDING_MOVES) & set(legal(driver)):
                 break
             play_one(driver)
             moves += 1
@@ -142,7 +142,7 @@ def test_a_deal_against_the_bot_survives_a_reload_a_drop_and_shows_rejections(
             table,
         )
         driver.execute_script("window.conquianLive.close()")
-        simple = next(a for a in SIMPLE if a in legal(driver))
+        simple = next(a for a in HIDING_MOVES if a in legal(driver))
         http(
             "POST",
             f"{service}/tables/{table}/commands",

@@ -9,31 +9,16 @@ from typing import Any
 
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from tests.browser.harness import chromium, click, console_errors, http, table_state, wait_for
-
-SIMPLE = ("turn", "refuse", "leave", "waive")
-
-
-def seated_table(base: str) -> tuple[str, list[str]]:
-    """A table with two people seated over HTTP (the test knows both hands)."""
-    table = http("POST", f"{base}/tables", {"deals": 1})["table_id"]
-    tokens = [
-        http("POST", f"{base}/tables/{table}/join", {"name": name, "seat": seat})["token"]
-        for seat, name in enumerate(("ana", "bob"))
-    ]
-    return table, tokens
-
-
-def move(base: str, table: str, tokens: list[str], step: int) -> None:
-    """The seat to act plays a move that keeps its hand hidden: turn, refuse, leave or waive."""
-    for token in tokens:
-        view = http("GET", f"{base}/tables/{table}/view", token=token)
-        choice = next((a for a in SIMPLE if a in view["legal_actions"]), None)
-        if choice is not None:
-            body = {"type": choice, "command_id": f"spect-{table}-{step}", "table_id": table}
-            http("POST", f"{base}/tables/{table}/commands", body, token)
-            return
-    raise AssertionError(f"nobody can play a simple move at {table}")
+from tests.browser.harness import (
+    chromium,
+    click,
+    console_errors,
+    http,
+    move,
+    seated_table,
+    table_state,
+    wait_for,
+)
 
 
 def hidden_cards(base: str, table: str, tokens: list[str]) -> set[str]:

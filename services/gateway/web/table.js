@@ -84,7 +84,12 @@ export async function tableScreen(tableId) {
   const ticker = setInterval(() => tick(t), 250);
   const keys = (e) => onKey(t, e);
   document.addEventListener('keydown', keys);
-  return () => { live.close(); clearInterval(ticker); document.removeEventListener('keydown', keys); };
+  return () => {
+    t.gone = true; // a render still scheduled must not draw over the next screen
+    live.close();
+    clearInterval(ticker);
+    document.removeEventListener('keydown', keys);
+  };
 }
 
 const PUBLIC_CHANGES = new Set(['player_joined', 'player_left', 'match_ended', 'rematch_agreed', 'rematch_opened']);
@@ -155,6 +160,7 @@ function centreSource(t) {
 }
 
 function render(t) {
+  if (t.gone) return;
   const focusKey = document.activeElement?.getAttribute?.('data-key');
   const v = t.view;
   const deal = v.deal;
