@@ -10,20 +10,25 @@ import { conn, rejection, show } from './ui.js';
 // --- routing -------------------------------------------------------------------------------
 
 let screen = null; // the current screen's cleanup
+let generation = 0; // which route() call is the latest
 
 async function route() {
+  const mine = ++generation;
+  const stale = () => mine !== generation; // the URL changed while a screen was loading
   screen?.();
   screen = null;
   show('');
   conn.textContent = '';
   const [, kind, id] = location.hash.replace(/^#\/?/, '/').split('/');
   try {
-    if (kind === 't' && id) screen = await tableScreen(decodeURIComponent(id));
+    let cleanup = null;
+    if (kind === 't' && id) cleanup = await tableScreen(decodeURIComponent(id), stale);
     else if (kind === 'join' && id) joinScreen(decodeURIComponent(id));
-    else if (kind === 'replay' && id) screen = await replayScreen(decodeURIComponent(id));
-    else screen = homeScreen();
+    else if (kind === 'replay' && id) cleanup = await replayScreen(decodeURIComponent(id), stale);
+    else cleanup = homeScreen();
+    if (stale()) cleanup?.(); else screen = cleanup;
   } catch (error) {
-    show(rejection(error));
+    if (!stale()) show(rejection(error));
   }
 }
 

@@ -5,11 +5,12 @@ import { card, client, goal, h, main, meldRow } from './ui.js';
 import { sortHand } from './cards.js';
 import { positionAt, revealedHands } from './replay.js';
 
-export async function replayScreen(tableId) {
+export async function replayScreen(tableId, stale = () => false) {
   document.title = `Replay ${tableId} · Conquian`;
   main.replaceChildren(h('p', { class: 'muted' }, `loading the events of ${tableId}…`));
   const events = await client.events(tableId);
   const hands = await revealedHands(tableId, events);
+  if (stale()) return () => {}; // another screen was asked for meanwhile
   let at = events.length;
   const draw = () => {
     const pos = positionAt(events, at, hands);

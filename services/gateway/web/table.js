@@ -20,7 +20,7 @@ async function retrying(read) {
   }
 }
 
-export async function tableScreen(tableId) {
+export async function tableScreen(tableId, stale = () => false) {
   document.title = `${tableId} · Conquian`;
   let held = store.seat(tableId);
   const t = {
@@ -46,6 +46,7 @@ export async function tableScreen(tableId) {
   }
   for (const e of t.events) t.lastTime = Math.max(t.lastTime, e.time);
   t.view = await retrying(() => client.view(tableId, { token: t.token }));
+  if (stale()) return () => {}; // another screen was asked for meanwhile
   const after = t.events.length ? t.events[t.events.length - 1].version : 0;
 
   let refreshing = null;
