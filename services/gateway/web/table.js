@@ -49,15 +49,27 @@ export async function tableScreen(tableId, stale = () => false) {
   if (stale()) return () => {}; // another screen was asked for meanwhile
   const after = t.events.length ? t.events[t.events.length - 1].version : 0;
 
-  let refreshing = null;
-  const refreshPublic = () => {
-    if (refreshing) return;
-    refreshing = client.publicView(tableId).then((pub) => {
-      if (!t.pub || pub.version >= t.pub.version) t.pub = pub;
-      if (pub.updated_at) t.lastTime = Math.max(t.lastTime, pub.updated_at);
-      if (t.rematchAsked && pub.rematch?.table_id) rematch(t); // the other seat agreed: go
-      render(t);
-    }).catch(() => {}).finally(() => { refreshing = null; });
+  // the public view (names, status, clock, rematch) read again after a change: at least at
+  // the newest version seen, and once more if another change came while it was being read
+  let refreshing = false;
+  let again = false;
+  const refreshPublic = async () => {
+    if (refreshing) { again = true; return; }
+    refreshing = true;
+    try {
+      do {
+        again = false;
+        const pub = await client.publicView(tableId, { minVersion: t.live?.version ?? null });
+        if (!t.pub || pub.version >= t.pub.version) t.pub = pub;
+        if (pub.updated_at) t.lastTime = Math.max(t.lastTime, pub.updated_at);
+        if (t.rematchAsked && pub.rematch?.table_id) rematch(t); // the other seat agreed: go
+        render(t);
+      } while (again && !t.gone);
+    } catch {
+      // the next change reads it again
+    } finally {
+      refreshing = false;
+    }
   };
   const live = client.live(tableId, {
     token: t.token,
