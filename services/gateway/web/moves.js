@@ -28,7 +28,7 @@ export function actionPanel(t) {
     buttons.append(h('button', { 'data-action': 'discard', 'data-key': 'discard', 'aria-keyshortcuts': 'd', disabled: !ok || t.busy, onclick: () => t.act({ type: 'discard', card: chosen[0] }) },
       ok ? `Discard ${chosen[0]}` : 'Discard (select one card)'));
   }
-  if (deal && deal.phase === 'over' && !v.match_over) {
+  if (legal.includes('next_deal')) { // offered to both seated players between deals
     buttons.append(h('button', { 'data-action': 'next_deal', 'data-key': 'next', 'aria-keyshortcuts': 'n', disabled: t.busy, onclick: () => t.act({ type: 'next_deal' }) }, 'Next deal'));
   }
   if (!v.match_over && deal) {

@@ -29,6 +29,7 @@ export function describe(payload, names) {
     case 'player_left': return `${who(p.seat)} leaves the table; seat ${p.seat} is free.`;
     case 'rematch_agreed': return `${who(p.seat)} asks for a rematch.`;
     case 'rematch_opened': return `Rematch at table ${p.next_table_id}.`;
+    case 'bot_failed': return `${who(p.seat)}'s ${p.bot} bot failed: ${p.message} (${p.code}).`;
     case 'deal_started': return `Deal ${p.number}: ${who(p.dealer)} deals, stake ${p.stake}; deck committed ${p.commitment.slice(0, 12)}…`;
     case 'hand_dealt': return `${who(p.seat)} is dealt ${p.cards.join(' ')}.`;
     case 'card_turned': return `${who(p.seat)} turns ${p.card}.`;

@@ -282,6 +282,8 @@ function seatArea(t, seat, seatNames, mine) {
     h('span', { class: 'muted' }, `seat ${seat}`), acting ? h('span', { class: 'pill turn' }, 'to act') : '',
     player ? goal(player.table) : '');
   const area = h('section', { class: `seat ${acting ? 'acting' : ''}`, id: `seat-${seat}`, 'aria-label': `${seatNames[seat]}'s side` }, head);
+  const failure = t.pub?.seats?.[seat]?.bot_failure; // the bots runner could not move for it
+  if (failure) area.append(h('p', { class: 'notice', id: `bot-failure-${seat}`, role: 'alert' }, `The bot failed: ${failure.message} (${failure.code})`));
   if (!player) return area;
   area.append(h('div', { class: 'table-melds', id: `melds-${seat}` }, player.table.length ? meldRow(player.table) : h('span', { class: 'muted' }, 'no melds yet')));
   if (player.hand) {
