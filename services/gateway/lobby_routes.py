@@ -30,8 +30,10 @@ from services.gateway.routes import (
     _body,
     _seat,
     answer_response,
+    rate_limit,
     refuse_if_archived,
     refused,
+    seat_rate_limit,
     submit,
 )
 from services.gateway.state import Gateway, gateway_of
@@ -81,7 +83,9 @@ async def _seat_command(
     gateway = gateway_of(request)
     try:
         checks.check_table_id(table_id)
+        rate_limit(gateway, request)  # counted as POST /commands counts a seat's command
         seat = await _seat(gateway, table_id, credentials, needed=True)
+        seat_rate_limit(gateway, request, table_id, seat)
         data = checks.json_object(await request.body())
         data.update(type=kind, **fields)
         data.setdefault("table_id", table_id)

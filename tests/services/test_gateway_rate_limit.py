@@ -197,3 +197,23 @@ async def test_a_seat_over_its_limit_gets_429_on_http_and_a_result_on_the_socket
         assert reply["code"] == "command/unknown_type"
         assert not socket.closed
     assert await backlog(redis_client, settings) == queued + 1  # Bo's command alone
+
+
+async def test_the_lobby_routes_count_against_the_seat(
+    stack: Stack, redis_client: Redis, settings: Settings
+) -> None:
+    """resign, leave and rematch are a seat's commands under routes of their own: each one
+    takes from the seat's bucket, and one over the limit is refused before it is queued."""
+    await stack.create(table_id="rl-lobby", deals=1)
+    ana = await stack.join("rl-lobby", "Ana", seat=0)
+    for _ in range(3):
+        answer = await ana.send(wire_command("turn", "rl-lobby", ana.next_command_id(), None))
+        assert answer.status_code != 429, answer.text
+    queued = await backlog(redis_client, settings)
+    for route in ("resign", "leave", "rematch"):
+        over = await stack.http.post(f"/tables/rl-lobby/{route}", headers=ana.headers)
+        assert over.status_code == 429, (route, over.text)
+        assert over.json()["code"] == "rate/limited" and over.json()["limit"] == "seat"
+    assert await backlog(redis_client, settings) == queued
+    view = (await stack.http.get("/tables/rl-lobby")).json()
+    assert view["seats"][0] is not None  # the leave was not applied
