@@ -29,6 +29,7 @@ from pydantic import (
 )
 
 from engine.cards import format_card, parse_card
+from engine.codes import Code, CodedError
 
 __all__ = [
     "CARD_PATTERN",
@@ -67,22 +68,26 @@ HEX64_PATTERN = "^[0-9a-f]{64}$"
 # --- errors ------------------------------------------------------------------------------------
 
 
-class ContractError(ValueError):
+class ContractError(CodedError, ValueError):
     """Raw input that is not a valid command or event; ``code`` is stable, e.g. ``command/invalid``.
 
-    ``details`` lists the problems found as ``{"loc": "table.0.1", "msg": "..."}`` (empty when
-    the input did not get as far as field validation).
+    ``codes`` gives the catalogue's entry (``engine.codes``) for each subject the error is
+    raised for.  ``details`` lists the problems found as ``{"loc": "table.0.1", "msg": "..."}``
+    (empty when the input did not get as far as field validation).
     """
 
     kind: ClassVar[str] = "invalid"
+    codes: ClassVar[Mapping[Subject, Code]] = {
+        "command": Code.COMMAND_INVALID,
+        "event": Code.EVENT_INVALID,
+    }
 
     def __init__(
         self, subject: Subject, message: str, details: Sequence[Mapping[str, str]] = ()
     ) -> None:
         super().__init__(message)
         self.subject = subject
-        self.code = f"{subject}/{self.kind}"
-        self.message = message
+        self.code = self.codes[subject].value
         self.details = tuple(dict(d) for d in details)
 
 
@@ -90,24 +95,34 @@ class MalformedJson(ContractError):
     """The input is not JSON text, or not a JSON object."""
 
     kind = "malformed_json"
+    codes: ClassVar[Mapping[Subject, Code]] = {
+        "command": Code.COMMAND_MALFORMED_JSON,
+        "event": Code.EVENT_MALFORMED_JSON,
+    }
 
 
 class TooLarge(ContractError):
     """The raw input is larger than the contract allows; it was not parsed."""
 
     kind = "too_large"
+    codes: ClassVar[Mapping[Subject, Code]] = {"command": Code.COMMAND_TOO_LARGE}
 
 
 class UnknownType(ContractError):
     """The ``type`` field is missing or names no command or event of this contract."""
 
     kind = "unknown_type"
+    codes: ClassVar[Mapping[Subject, Code]] = {
+        "command": Code.COMMAND_UNKNOWN_TYPE,
+        "event": Code.EVENT_UNKNOWN_TYPE,
+    }
 
 
 class UnknownVersion(ContractError):
     """An event's schema version is newer than this code, or no upcaster leads from it."""
 
     kind = "unknown_version"
+    codes: ClassVar[Mapping[Subject, Code]] = {"event": Code.EVENT_UNKNOWN_VERSION}
 
 
 class InvalidContent(ContractError):

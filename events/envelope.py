@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import PrivateAttr, Strict, StringConstraints, ValidationError, model_validator
 
+from engine.codes import Code
 from events.base import (
     CommandId,
     ContractError,
@@ -42,6 +43,7 @@ from events.base import (
     MalformedJson,
     NonNegative,
     Positive,
+    Subject,
     TableId,
     WireModel,
     summarise,
@@ -77,6 +79,7 @@ class HashMismatch(ContractError):
     """A stored event's hash is not the hash of its body chained to the previous hash."""
 
     kind = "bad_hash"
+    codes: ClassVar[Mapping[Subject, Code]] = {"event": Code.EVENT_BAD_HASH}
 
 
 def event_id(table_id: str, version: int) -> str:

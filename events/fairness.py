@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 from engine.cards import ALL_CARDS, DECK_SIZE, Card, format_card
+from engine.codes import Code, CodedError
 
 SHUFFLE_ALGORITHM = "hmac-sha256-fy-v1"
 SEED_BYTES = 32
@@ -36,22 +37,22 @@ WORDS_PER_BLOCK = 8
 ShuffleFunction = Callable[[bytes, str], tuple[Card, ...]]
 
 
-class FairnessError(ValueError):
+class FairnessError(CodedError, ValueError):
     """Base of the errors of this module; ``code`` is stable across versions."""
 
-    code = "fairness/error"
+    code = Code.FAIRNESS_ERROR.value
 
 
 class InvalidSeed(FairnessError):
     """A seed is not 32 bytes, or its text is not 64 hexadecimal digits."""
 
-    code = "fairness/invalid_seed"
+    code = Code.FAIRNESS_INVALID_SEED.value
 
 
 class UnknownAlgorithm(FairnessError):
     """A shuffle algorithm name that this version does not know."""
 
-    code = "fairness/unknown_algorithm"
+    code = Code.FAIRNESS_UNKNOWN_ALGORITHM.value
 
 
 # --- seeds and commitments ---------------------------------------------------------------------

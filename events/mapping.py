@@ -26,6 +26,7 @@ from typing import Any, TypeVar, cast
 from engine import actions as ea
 from engine import events as ee
 from engine.cards import Card, CardMask, display_order, format_card, mask_of, parse_card
+from engine.codes import Code
 from engine.melds import Meld
 from engine.notation import parse_action
 from engine.rules import Rules
@@ -438,7 +439,7 @@ def rejection(command_id: str | None, error: Exception) -> wd.CommandRejected:
     """
     code = getattr(error, "code", None)
     if not isinstance(code, str) or not _CODE.fullmatch(code):
-        code = "command/failed"
+        code = Code.COMMAND_FAILED.value
     text = str(error)
     message = text if len(text) <= 500 else text[:497] + "..."
     return wd.CommandRejected(command_id=command_id, code=code, message=message)
