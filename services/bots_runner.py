@@ -51,6 +51,7 @@ from redis.asyncio import Redis
 
 from engine.actions import Action, Play
 from engine.bots import Bot, make_bot
+from engine.codes import Code
 from engine.errors import EngineError
 from engine.game import decide
 from engine.state import Match
@@ -99,11 +100,11 @@ class BotError(Exception):
     """The bot on ``seat`` could not choose its move: a stable ``code`` and a public message
     (never the bot's own error text, which may name a card of its hand)."""
 
-    def __init__(self, seat: int, bot: str, code: str, message: str) -> None:
+    def __init__(self, seat: int, bot: str, code: Code, message: str) -> None:
         super().__init__(message)
         self.seat = seat
         self.bot = bot
-        self.code = code
+        self.code = code.value
         self.message = message
 
 
@@ -167,18 +168,18 @@ def _choose(
     try:
         bot = bot_for(name)
     except KeyError:
-        raise BotError(seat, name, "bot/unknown", f"no bot is named {name!r}") from None
+        raise BotError(seat, name, Code.BOT_UNKNOWN, f"no bot is named {name!r}") from None
     try:
         action = bot.choose(match, seat, rng)
     except Exception as error:
         message = f"the {name} bot raised {type(error).__name__} choosing its move"
-        raise BotError(seat, name, "bot/failed", message) from error
+        raise BotError(seat, name, Code.BOT_FAILED, message) from error
     try:
         decide(match, Play(seat, action))
     except (EngineError, TypeError, ValueError) as error:
         code = getattr(error, "code", type(error).__name__)
         message = f"the {name} bot chose a move the rules refuse ({code})"
-        raise BotError(seat, name, "bot/illegal_action", message) from error
+        raise BotError(seat, name, Code.BOT_ILLEGAL_ACTION, message) from error
     return action
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from engine.bots import make_bot
+from engine.codes import Code
 from engine.rules import PRESETS, Rules
 from engine.state import Outcome
 from services.selfplay_deals import SelfplayConfig, SelfplayResult, bot_rng
@@ -107,7 +108,7 @@ async def record_table(
 
     async def send(command: wc.Command, seat: int | None) -> ServiceOutcome:
         outcome = await service.execute(command, seat)
-        if outcome.code == "command/stale_version":
+        if outcome.code == Code.COMMAND_STALE_VERSION:
             raise RecordingConflict(
                 f"table {table_id} moved while it was being recorded ({outcome.result['message']}):"
                 " something else plays its bot seats, such as the bots runner of a service"

@@ -28,6 +28,7 @@ from typing import Any
 from engine import actions as ea
 from engine import events as ee
 from engine.bots import BOTS
+from engine.codes import Code
 from engine.errors import EngineError
 from engine.game import decide, fold
 from engine.state import Match
@@ -52,11 +53,11 @@ _log = get_logger("table_service")
 class TableError(Exception):
     """A command the table cannot take, apart from the rules of play; ``code`` is stable."""
 
-    code = "table/error"
+    code = Code.TABLE_ERROR.value
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: Code | str, message: str) -> None:
         super().__init__(message)
-        self.code = code
+        self.code = str(code)
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,7 @@ tables ended 774 on one step); one connection a seal took the client's whole poo
 ID_TAKEN = compact_json.dumps(
     {
         "ok": False,
-        "code": "command/id_taken",
+        "code": Code.COMMAND_ID_TAKEN,
         "message": "another seat used this command id at this table: "
         "send the command with an id of your own",
     }
@@ -210,7 +211,7 @@ class TableService:
                 return await self._attempt(table, command, seat)
             except VersionConflict:
                 table = await self.load(command.table_id, fresh=True)
-        raise TableError("table/busy", f"table {command.table_id}: too many concurrent writers")
+        raise TableError(Code.TABLE_BUSY, f"table {command.table_id}: too many concurrent writers")
 
     async def _attempt(self, table: Table, command: wc.Command, seat: int | None) -> Outcome:
         plan = self.plan(table, command, seat, self.clock())
@@ -325,18 +326,18 @@ class TableService:
         """Return what a command does to a table, or raise an error with a stable code."""
         if command.expected_version is not None and command.expected_version != table.version:
             raise TableError(
-                "command/stale_version",
+                Code.COMMAND_STALE_VERSION,
                 f"expected version {command.expected_version}, "
                 f"table {table.table_id} is at {table.version}",
             )
         if isinstance(command, wc.CreateTable):
             return self._create(table, command)
         if not table.exists:
-            raise TableError("table/not_found", f"no table {table.table_id!r}")
+            raise TableError(Code.TABLE_NOT_FOUND, f"no table {table.table_id!r}")
         if isinstance(command, wc.Join):
             return self._join(table, command)
         if seat is None or table.seats[seat] is None:
-            raise TableError("seat/required", "only a seated player may send this command")
+            raise TableError(Code.SEAT_REQUIRED, "only a seated player may send this command")
         if isinstance(command, wc.LeaveTable):
             return self._leave(table, seat)
         if isinstance(command, wc.Rematch):
@@ -345,21 +346,21 @@ class TableService:
             return self._bot_failed(table, command, seat)
         if isinstance(command, wc.NextDeal):
             if None in table.seats:
-                raise TableError("table/not_full", "a deal starts only with both seats taken")
+                raise TableError(Code.TABLE_NOT_FULL, "a deal starts only with both seats taken")
             return self._next_deal(table)
         engine_command = to_engine_command(command, seat)
         if engine_command is None:  # pragma: no cover - join is handled above
-            raise TableError("command/unsupported", f"{command.type} needs no engine")
+            raise TableError(Code.COMMAND_UNSUPPORTED, f"{command.type} needs no engine")
         engine_events = decide(table.match, engine_command)
         return Decision(self._with_reveals(table, engine_events), fold(engine_events, table.match))
 
     def _create(self, table: Table, command: wc.CreateTable) -> Decision:
         if table.exists:
-            raise TableError("table/exists", f"table {table.table_id!r} already exists")
+            raise TableError(Code.TABLE_EXISTS, f"table {table.table_id!r} already exists")
         unknown = sorted(set((command.bots or {}).values()) - set(BOTS))
         if unknown:  # refused here, or the table would wait on a bot that never moves
             known = ", ".join(sorted(BOTS))
-            raise TableError("table/unknown_bot", f"unknown bot {unknown[0]!r}; known: {known}")
+            raise TableError(Code.TABLE_UNKNOWN_BOT, f"unknown bot {unknown[0]!r}; known: {known}")
         dealer = self._first_dealer(table.table_id)
         engine_command = to_engine_command(command, None, first_dealer=dealer)
         assert engine_command is not None  # create_table always maps to NewMatch
@@ -374,9 +375,9 @@ class TableService:
     def _join(self, table: Table, command: wc.Join) -> Decision:
         free = [s for s in (0, 1) if table.seats[s] is None]
         if command.seat is not None and command.seat not in free:
-            raise TableError("seat/taken", f"seat {command.seat} is taken")
+            raise TableError(Code.SEAT_TAKEN, f"seat {command.seat} is taken")
         if not free:
-            raise TableError("table/full", f"table {table.table_id} has no free seat")
+            raise TableError(Code.TABLE_FULL, f"table {table.table_id} has no free seat")
         seat = free[0] if command.seat is None else command.seat
         secrets: dict[str, str] = {}
         if self.token_hasher is not None:
@@ -400,7 +401,7 @@ class TableService:
         """Free ``seat`` before the first deal; its token hash is emptied with the event."""
         if table.deal_number > 0:
             raise TableError(
-                "table/started",
+                Code.TABLE_STARTED,
                 f"table {table.table_id} has dealt: a seat is given up only before the first deal",
             )
         secrets = {TOKEN_KEY.format(seat=seat): ""} if self.token_hasher is not None else {}
@@ -411,10 +412,10 @@ class TableService:
         the rematch at ``command.next_table_id``.  Asking again changes nothing."""
         if table.match is None or not table.match.over:
             raise TableError(
-                "table/not_over", f"the match of table {table.table_id} is not over yet"
+                Code.TABLE_NOT_OVER, f"the match of table {table.table_id} is not over yet"
             )
         if command.next_table_id == table.table_id:
-            raise TableError("command/invalid", "a rematch is at another table")
+            raise TableError(Code.COMMAND_INVALID, "a rematch is at another table")
         events: list[wd.TableEvent] = []
         if seat not in table.rematch_agreed:
             events.append(wd.RematchAgreed(seat=seat))
@@ -430,7 +431,7 @@ class TableService:
         """Record that the seat's bot could not move (the bots runner sends this as the bot)."""
         holder = table.seats[seat]
         if holder is None or holder.bot is None:
-            raise TableError("command/unsupported", f"seat {seat} holds no bot to report on")
+            raise TableError(Code.COMMAND_UNSUPPORTED, f"seat {seat} holds no bot to report on")
         failed = wd.BotFailed(seat=seat, bot=holder.bot, code=command.code, message=command.message)
         return Decision([failed], table.match)
 

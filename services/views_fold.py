@@ -49,6 +49,7 @@ from typing import Any
 
 from engine import events as ee
 from engine.cards import FULL_MASK, Card, CardMask, iter_cards, parse_card
+from engine.codes import Code
 from engine.game import evolve
 from engine.state import Match, changed
 from engine.views import stored_parts
@@ -66,7 +67,7 @@ class FoldError(ValueError):
     """A table's events cannot be folded into views (a gap, a missing hand, a card that is not
     where the events say it is); ``code`` is stable."""
 
-    code = "projector/fold_failed"
+    code = Code.PROJECTOR_FOLD_FAILED.value
 
 
 @dataclass

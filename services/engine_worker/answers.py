@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from redis.asyncio.cluster import RedisCluster
 
+from engine.codes import Code
 from services import compact_json
 from services.engine_worker.entries import _Entry, _Malformed
 from services.engine_worker.metrics import _ACCEPTED, _DUPLICATE, _REJECTED
@@ -28,7 +29,7 @@ async def give_up(runner: ShardRunner, entry: _Entry) -> Outcome | None:
     """Record ``command/failed`` under the command id (None if that failed too)."""
     result = {
         "ok": False,
-        "code": "command/failed",
+        "code": Code.COMMAND_FAILED,
         "message": f"given up after {entry.tries} deliveries; {entry.error or 'no error'}",
     }
     try:

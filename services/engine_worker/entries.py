@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from engine.codes import Code
 from events.commands import Command, parse_command
 from services.settings import Settings
 
@@ -64,13 +65,14 @@ def parse_entry(
     """Turn a command-stream entry into a command and its seat, or say why it is not one."""
     raw = fields.get(b"c")
     if raw is None:
-        return _Malformed(entry_id, "command/invalid", "the entry has no command (field c)", *_no)
+        message = "the entry has no command (field c)"
+        return _Malformed(entry_id, Code.COMMAND_INVALID, message, *_no)
     try:
         command = parse_command(raw)
     except Exception as error:  # ContractError, and anything else the input can provoke
         code = getattr(error, "code", None)
         if not isinstance(code, str):
-            code = "command/malformed_json"
+            code = Code.COMMAND_MALFORMED_JSON.value
         return _Malformed(entry_id, code, str(error)[:500], *_peek_ids(raw))
     ids = (command.table_id, command.command_id)
     seat_text = fields.get(b"s", b"")
@@ -79,8 +81,9 @@ def parse_entry(
     elif seat_text in (b"0", b"1"):
         seat = int(seat_text)
     else:
-        return _Malformed(entry_id, "command/invalid", f"bad seat field {seat_text[:20]!r}", *ids)
+        message = f"bad seat field {seat_text[:20]!r}"
+        return _Malformed(entry_id, Code.COMMAND_INVALID, message, *ids)
     if settings.keys.shard_of(command.table_id) != shard:
         message = f"table {command.table_id} is not on shard {shard}"
-        return _Malformed(entry_id, "command/wrong_shard", message, *ids)
+        return _Malformed(entry_id, Code.COMMAND_WRONG_SHARD, message, *ids)
     return _Entry(entry_id, command, seat)

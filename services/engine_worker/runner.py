@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis.exceptions
 
+from engine.codes import Code
 from services.engine_worker.answers import answered, give_up, malformed
 from services.engine_worker.batch import ShardPart, execute_parts, process_batches
 from services.engine_worker.entries import _Entry, _Malformed, _RawEntry, parse_entry
@@ -32,7 +33,7 @@ def _b(value: Any) -> bytes:
 def _transient(error: BaseException) -> bool:
     """Say whether a failure is the infrastructure's (retry without counting an attempt)."""
     if isinstance(error, TableError):
-        return error.code == "table/busy"
+        return error.code == Code.TABLE_BUSY
     return isinstance(
         error,
         redis.exceptions.ConnectionError

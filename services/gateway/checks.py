@@ -15,6 +15,7 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
+from engine.codes import Code
 from events import commands as wc
 from events.base import COMMAND_ID_PATTERN, TABLE_ID_PATTERN, ContractError
 from services.gateway.errors import ApiError, from_contract
@@ -48,7 +49,7 @@ def check_table_id(table_id: str) -> str:
     """Return ``table_id`` if it is a valid table id, else raise ``table/invalid_id``."""
     if not _TABLE_ID.fullmatch(table_id):
         raise ApiError(
-            "table/invalid_id", f"invalid table id {table_id!r}: 1-64 of A-Z a-z 0-9 _ -"
+            Code.TABLE_INVALID_ID, f"invalid table id {table_id!r}: 1-64 of A-Z a-z 0-9 _ -"
         )
     return table_id
 
@@ -64,7 +65,8 @@ def version_param(name: str, raw: str | None) -> int | None:
         return None
     if not raw.isascii() or not raw.isdigit() or int(raw) > MAX_VERSION:
         raise ApiError(
-            "query/invalid", f"{name} must be a whole number from 0 to {MAX_VERSION}, not {raw!r}"
+            Code.QUERY_INVALID,
+            f"{name} must be a whole number from 0 to {MAX_VERSION}, not {raw!r}",
         )
     return int(raw)
 
@@ -73,7 +75,7 @@ def check_command_id(command_id: object) -> str:
     """Return a client's command id (idempotency key) if valid, else raise ``command/invalid``."""
     if not isinstance(command_id, str) or not _COMMAND_ID.fullmatch(command_id):
         raise ApiError(
-            "command/invalid",
+            Code.COMMAND_INVALID,
             f"invalid command_id {command_id!r}: 8-64 of A-Z a-z 0-9 _ -",
             details=[{"loc": "command_id", "msg": "8-64 of A-Z a-z 0-9 _ -"}],
         )
@@ -93,16 +95,16 @@ def seat_command(raw: bytes | str | Mapping[str, Any], table_id: str) -> wc.Comm
     command = parse(raw)
     if command.table_id != table_id:
         raise ApiError(
-            "command/wrong_table",
+            Code.COMMAND_WRONG_TABLE,
             f"the command is for table {command.table_id!r}, sent to table {table_id!r}",
         )
     if command.type in TABLE_LEVEL:
         route = _ROUTES[command.type].format(table_id=table_id)
         raise ApiError(
-            "command/unsupported", f"{command.type} is not sent as a command: use {route}"
+            Code.COMMAND_UNSUPPORTED, f"{command.type} is not sent as a command: use {route}"
         )
     if command.type in SERVICE_ONLY:
-        raise ApiError("command/unsupported", f"{command.type} is sent by the bots runner only")
+        raise ApiError(Code.COMMAND_UNSUPPORTED, f"{command.type} is sent by the bots runner only")
     return command
 
 
@@ -111,13 +113,14 @@ def json_object(raw: bytes) -> dict[str, Any]:
     try:
         data = json.loads(raw) if raw.strip() else {}
     except (ValueError, UnicodeDecodeError) as exc:
-        raise ApiError("command/malformed_json", f"the body must be JSON text: {exc}") from None
+        raise ApiError(Code.COMMAND_MALFORMED_JSON, f"the body must be JSON text: {exc}") from None
     except RecursionError:  # thousands of nested arrays in a few KiB: refused, never a 500
         raise ApiError(
-            "command/malformed_json", "the body must be JSON text: nested too deeply"
+            Code.COMMAND_MALFORMED_JSON, "the body must be JSON text: nested too deeply"
         ) from None
     if not isinstance(data, dict):
         raise ApiError(
-            "command/malformed_json", f"the body must be a JSON object, not {type(data).__name__}"
+            Code.COMMAND_MALFORMED_JSON,
+            f"the body must be a JSON object, not {type(data).__name__}",
         )
     return data

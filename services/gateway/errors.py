@@ -2,8 +2,8 @@
 
 Every rejection, whoever makes it (the gateway checking input, the engine worker deciding a
 command), is ``{"ok": false, "code": "<area>/<what>", "message": "...", ...}``.  The HTTP status
-follows the code: an exact entry of :data:`STATUS_BY_CODE` first, else the code's family in
-:data:`STATUS_BY_FAMILY`, else 400.  ``docs/api.md`` lists the table.
+is the code's in the error catalogue (``engine.codes``), from which ``docs/api.md``'s table is
+generated.
 """
 
 from __future__ import annotations
@@ -19,6 +19,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from engine.codes import Code, status_of
+
+__all__ = ["UNAVAILABLE", "ApiError", "from_contract", "install", "status_of"]
+
 UNAVAILABLE: tuple[type[Exception], ...] = (
     RedisConnectionError,
     RedisTimeoutError,
@@ -28,62 +32,13 @@ UNAVAILABLE: tuple[type[Exception], ...] = (
 )
 """What Redis raises while it is away, loading its AOF or failing over: ``store/unavailable``."""
 
-STATUS_BY_CODE: dict[str, int] = {
-    "command/malformed_json": 400,
-    "command/too_large": 413,
-    "command/unknown_type": 422,
-    "command/invalid": 422,
-    "command/wrong_table": 422,
-    "command/unsupported": 422,
-    "command/stale_version": 409,
-    "command/id_taken": 409,
-    "command/failed": 500,
-    "store/unavailable": 503,
-    "store/refused": 500,
-    "query/invalid": 422,
-    "rate/limited": 429,
-    "seat/bad_token": 401,
-    "seat/required": 403,
-    "seat/taken": 409,
-    "table/invalid_id": 422,
-    "table/not_found": 404,
-    "table/exists": 409,
-    "table/unknown_bot": 422,
-    "table/full": 409,
-    "table/not_full": 409,
-    "table/busy": 503,
-    "view/not_ready": 503,
-    "notation/invalid": 422,
-    "rematch/conflict": 409,
-}
-"""Codes whose status is not their family's."""
-
-STATUS_BY_FAMILY: dict[str, int] = {
-    "move": 409,  # the rules refuse it in this position: a conflict with the table's state
-    "engine": 409,
-    "command": 400,
-    "seat": 403,
-    "table": 409,
-    "view": 503,
-    "store": 422,
-    "http": 400,
-}
-"""Status of a code by the part before the slash."""
-
-
-def status_of(code: str) -> int:
-    """Return the HTTP status of a rejection code."""
-    if code in STATUS_BY_CODE:
-        return STATUS_BY_CODE[code]
-    return STATUS_BY_FAMILY.get(code.partition("/")[0], 400)
-
-
 class ApiError(Exception):
-    """A rejection the gateway answers at once; ``code`` is stable, ``status`` follows it."""
+    """A rejection the gateway answers at once; ``code`` is a catalogue entry (``engine.codes``),
+    ``status`` its status unless given (a code passed on from the worker is its text)."""
 
     def __init__(
         self,
-        code: str,
+        code: Code | str,
         message: str,
         *,
         status: int | None = None,
@@ -92,9 +47,9 @@ class ApiError(Exception):
         extra: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
-        self.code = code
+        self.code = str(code)
         self.message = message
-        self.status = status if status is not None else status_of(code)
+        self.status = status if status is not None else status_of(self.code)
         self.details = [dict(d) for d in details]
         self.headers = dict(headers or {})
         self.extra = dict(extra or {})
@@ -117,16 +72,16 @@ def from_contract(error: Exception) -> ApiError:
     """Return the ApiError of an ``events`` ContractError (or any error with a ``code``)."""
     code = getattr(error, "code", None)
     if not isinstance(code, str):
-        code = "command/invalid"
+        code = Code.COMMAND_INVALID
     message = getattr(error, "message", None) or str(error)
     details = getattr(error, "details", ())
     return ApiError(code, str(message), details=details)
 
 
 _HTTP_CODES = {
-    404: "http/not_found",
-    405: "http/method_not_allowed",
-    413: "command/too_large",
+    404: Code.HTTP_NOT_FOUND,
+    405: Code.HTTP_METHOD_NOT_ALLOWED,
+    413: Code.COMMAND_TOO_LARGE,
 }
 
 
@@ -141,26 +96,26 @@ def install(app: FastAPI) -> None:
         assert isinstance(exc, RequestValidationError)
         errors = list(exc.errors())
         if any(e.get("type") == "json_invalid" for e in errors):
-            return ApiError("command/malformed_json", "the body is not JSON text").response()
+            return ApiError(Code.COMMAND_MALFORMED_JSON, "the body is not JSON text").response()
         details = [
             {"loc": ".".join(str(p) for p in e.get("loc", ())), "msg": str(e.get("msg", ""))}
             for e in errors[:5]
         ]
         text = "; ".join(f"{d['loc']}: {d['msg']}" for d in details)
         in_query = all(tuple(e.get("loc", ()))[:1] == ("query",) for e in errors)
-        code = "query/invalid" if in_query else "command/invalid"  # a query holds no command
+        code = Code.QUERY_INVALID if in_query else Code.COMMAND_INVALID  # a query holds no command
         return ApiError(code, f"invalid request: {text}", details=details).response()
 
     async def http_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
-        code = _HTTP_CODES.get(exc.status_code, "http/error")
+        code = _HTTP_CODES.get(exc.status_code, Code.HTTP_ERROR)
         return ApiError(
             code, str(exc.detail), status=exc.status_code, headers=exc.headers
         ).response()
 
     async def store_unavailable(_: Request, exc: Exception) -> JSONResponse:
         return ApiError(
-            "store/unavailable",
+            Code.STORE_UNAVAILABLE,
             f"Redis does not answer now ({type(exc).__name__}); send the request again",
             headers={"Retry-After": "1"},
         ).response()
@@ -170,7 +125,7 @@ def install(app: FastAPI) -> None:
 
         get_logger("gateway").error("redis_refused", error=str(exc))
         return ApiError(
-            "store/refused",
+            Code.STORE_REFUSED,
             "Redis refused the gateway this request: its Redis user lacks a permission "
             "(deploy/redis/users.acl, docs/deploy.md)",
         ).response()

@@ -24,6 +24,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from engine.codes import Code
 from events import commands as wc
 from services.gateway import metrics
 from services.gateway.hub import Hub
@@ -119,7 +120,7 @@ class Intake:
         first, last, result = raw.split(b" ", 2)
         parsed = json.loads(result) if result else {}
         if not isinstance(parsed, dict):
-            parsed = {"ok": False, "code": "command/failed", "message": "unreadable result"}
+            parsed = {"ok": False, "code": Code.COMMAND_FAILED, "message": "unreadable result"}
         return Answer(parsed, int(first), int(last))
 
     async def submit(

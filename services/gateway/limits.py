@@ -10,6 +10,7 @@ from __future__ import annotations
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from engine.codes import Code
 from services.gateway.errors import ApiError
 
 
@@ -34,7 +35,7 @@ class BodyLimit:
         declared = _content_length(scope)
         if declared is not None and declared > self.limit:
             error = ApiError(
-                "command/too_large",
+                Code.COMMAND_TOO_LARGE,
                 f"a request body is at most {self.limit} bytes, Content-Length is {declared}",
             )
             await error.response()(scope, receive, send)

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 from typing import Any
 
+from engine.codes import Code, close_of
 from services.gateway import metrics
 from services.gateway.feed import DealTracker, Outgoing, seal_all, seal_each
 from services.gateway.hub import Hub
@@ -33,9 +34,8 @@ from services.store.base import EventStore
 from services.view_parts import version_of, viewer_of
 
 MAX_QUEUE = 2_000
-CLOSE_TOO_SLOW = 4008
-CLOSE_SEAT_GIVEN_UP = 4401
-"""The close code of a seat's socket when its player gave the seat up (``player_left``)."""
+CLOSE_POLICY = 1008
+"""The close code of a ``close_error`` the catalogue gives none (RFC 6455: policy violation)."""
 RECHECK_SECONDS = 1.0
 """How often the rooms read their tables' heads whatever the hints say: hints are at most once
 (a gateway whose subscription drops, or a publisher whose call fails, loses them), so a lost
@@ -54,8 +54,7 @@ class Connection:
         self.cursor = 0  # the last event version handed over (sent or not visible)
         self.view_version = -1
         self.dropped: str | None = None
-        self.close_code = CLOSE_TOO_SLOW
-        self.close_error = "view/too_slow"
+        self.close_error: Code = Code.VIEW_TOO_SLOW
 
     def send(self, message: dict[str, Any]) -> None:
         """Queue a message; drop the connection when it has fallen too far behind."""
@@ -77,14 +76,18 @@ class Connection:
         payload = event.envelope.get("payload") or {}
         mine = self.seat is not None and payload.get("seat") == self.seat
         if mine and payload.get("type") == "player_left" and self.dropped is None:
-            self.close("seat/bad_token", "the seat was given up: its token is no seat's")
+            self.close(Code.SEAT_BAD_TOKEN, "the seat was given up: its token is no seat's")
 
-    def close(self, error: str, message: str, code: int = CLOSE_SEAT_GIVEN_UP) -> None:
+    @property
+    def close_code(self) -> int:
+        """The WebSocket close code of ``close_error``, from the catalogue."""
+        return close_of(self.close_error, CLOSE_POLICY)
+
+    def close(self, error: Code, message: str) -> None:
         """Send ``error`` and close the socket once what is queued before it has gone out
         (a seat given up: the next player of the seat must not get its views)."""
         self.dropped = message
         self.close_error = error
-        self.close_code = code
         self.queue.put_nowait(None)
 
     def send_view(self, view: dict[str, Any] | None) -> None:

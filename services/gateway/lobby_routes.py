@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
+from engine.codes import Code
 from events import commands as wc
 from services import lobby
 from services.gateway import checks
@@ -65,7 +66,7 @@ async def list_tables(
     try:
         body = await lobby.page(gateway.redis, gateway.settings.keys, status, limit, cursor)
     except lobby.BadCursor as exc:
-        raise ApiError("query/invalid", str(exc)) from None
+        raise ApiError(Code.QUERY_INVALID, str(exc)) from None
     return JSONResponse(body)
 
 
@@ -94,15 +95,15 @@ async def _seat_command(
         command = checks.parse(data)
         if command.table_id != table_id:
             raise ApiError(
-                "command/wrong_table",
+                Code.COMMAND_WRONG_TABLE,
                 f"the command is for table {command.table_id!r}, sent to table {table_id!r}",
             )
         if kind == "rematch" and gateway.is_archived(table_id):
             raise ApiError(
-                "table/archived",
+                Code.TABLE_ARCHIVED,
                 f"table {table_id} has left Redis for the archive: too late for a rematch",
             )
-        refuse_if_archived(gateway, table_id, "move/match_over")
+        refuse_if_archived(gateway, table_id, Code.MOVE_MATCH_OVER)
     except ApiError:
         refused(kind)
         raise

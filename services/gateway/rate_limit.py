@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
+from engine.codes import Code
 from services.gateway import metrics
 from services.gateway.errors import ApiError
 from services.lru import Lru
@@ -98,7 +99,7 @@ def limited(kind: str, rate: float, wait: float) -> ApiError:
     """The 429 of a request over the ``kind`` limit, to be sent again after ``wait`` s."""
     seconds = max(1, math.ceil(wait))
     return ApiError(
-        "rate/limited",
+        Code.RATE_LIMITED,
         f"more than {rate:g} a second ({kind}); send it again in {seconds} s",
         headers={"Retry-After": str(seconds)},
         extra={"limit": kind, "retry_after": seconds},

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.codes import Code
 from events import commands as wc
 from services.gateway.errors import ApiError
 from services.gateway.routes import submit
@@ -47,7 +48,7 @@ async def open_rematch(
     view = await gateway.views.wait(table_id, "public", min_version, wait)
     if view is None or view.get("version", 0) < min_version:
         raise ApiError(
-            "view/not_ready", f"table {table_id} has no view yet", headers={"Retry-After": "1"}
+            Code.VIEW_NOT_READY, f"table {table_id} has no view yet", headers={"Retry-After": "1"}
         )
     seats: list[dict[str, Any]] = view["seats"]
     bots = {s: str(h["bot"]) for s, h in enumerate(seats) if h and h.get("bot")}
@@ -76,8 +77,9 @@ async def _done(gateway: Gateway, command: wc.Command, conflict: str) -> None:
     """Send a rematch's command unless the store has its answer; raise unless it was applied."""
     answer = await submit(gateway, command, None)
     if answer.pending:
-        raise ApiError("table/busy", "the rematch's table is being opened; ask again", status=503)
+        opening = "the rematch's table is being opened; ask again"
+        raise ApiError(Code.TABLE_BUSY, opening, status=503)
     if not answer.ok:
-        if answer.code in ("table/exists", "seat/taken", "table/full"):
-            raise ApiError("rematch/conflict", conflict)
-        raise ApiError(answer.code or "command/failed", str(answer.result.get("message", "")))
+        if answer.code in (Code.TABLE_EXISTS, Code.SEAT_TAKEN, Code.TABLE_FULL):
+            raise ApiError(Code.REMATCH_CONFLICT, conflict)
+        raise ApiError(answer.code or Code.COMMAND_FAILED, str(answer.result.get("message", "")))

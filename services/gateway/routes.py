@@ -17,6 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from pydantic import BaseModel
 from starlette.requests import HTTPConnection
 
+from engine.codes import Code
 from events import commands as wc
 from services.gateway import checks, metrics
 from services.gateway.errors import ApiError, status_of
@@ -70,14 +71,15 @@ async def _seat(
     if credentials is None:
         if needed:
             raise ApiError(
-                "seat/bad_token",
+                Code.SEAT_BAD_TOKEN,
                 "send the seat's token as 'Authorization: Bearer <token>'",
                 headers=challenge,
             )
         return None
     seat = await gateway.auth.seat_of(table_id, credentials.credentials)
     if seat is None:
-        raise ApiError("seat/bad_token", "the token is no seat's on this table", headers=challenge)
+        message = "the token is no seat's on this table"
+        raise ApiError(Code.SEAT_BAD_TOKEN, message, headers=challenge)
     return seat
 
 
@@ -110,7 +112,7 @@ def answer_response(answer: Answer, command: wc.CommandModel, ok_status: int = 2
     elif answer.ok:
         status = ok_status
     else:
-        status = status_of(answer.code or "command/failed")
+        status = status_of(answer.code or Code.COMMAND_FAILED)
     return JSONResponse(answer.body(command), status_code=status)
 
 
@@ -139,16 +141,16 @@ def seat_rate_limit(
         gateway.limits.command(table_id, seat, client_address(connection))
 
 
-def refuse_if_archived(gateway: Gateway, table_id: str, code: str) -> None:
+def refuse_if_archived(gateway: Gateway, table_id: str, code: Code) -> None:
     """Refuse a command to a table that is in the archive (its match is over) with the code
     the engine worker gives it while the table is in Redis: the worker, which knows Redis
     alone, would take the archived table for a missing one (``docs/archive.md``)."""
     if not gateway.is_archived(table_id):
         return
     messages = {
-        "table/exists": f"table {table_id!r} already exists (its match is over)",
-        "table/full": f"table {table_id} has no free seat (its match is over)",
-        "move/match_over": f"the match of table {table_id} is over",
+        Code.TABLE_EXISTS: f"table {table_id!r} already exists (its match is over)",
+        Code.TABLE_FULL: f"table {table_id} has no free seat (its match is over)",
+        Code.MOVE_MATCH_OVER: f"the match of table {table_id} is over",
     }
     raise ApiError(code, messages[code])
 
@@ -158,7 +160,7 @@ async def _existing(gateway: Gateway, table_id: str) -> int:
     checks.check_table_id(table_id)
     head = await gateway.store.head(table_id)
     if head.version == 0:
-        raise ApiError("table/not_found", f"no table {table_id!r}")
+        raise ApiError(Code.TABLE_NOT_FOUND, f"no table {table_id!r}")
     return head.version
 
 
@@ -189,7 +191,7 @@ async def create_table(request: Request) -> JSONResponse:
         if data.get("command_id") is None:
             data["command_id"] = checks.new_command_id()
         command = checks.parse(data)
-        refuse_if_archived(gateway, command.table_id, "table/exists")
+        refuse_if_archived(gateway, command.table_id, Code.TABLE_EXISTS)
     except ApiError:
         refused("create_table")
         raise
@@ -220,7 +222,7 @@ async def join(table_id: str, request: Request) -> JSONResponse:
         data["table_id"] = table_id
         data["command_id"] = gateway.auth.join_command_id(table_id, key)
         command = checks.parse(data)
-        refuse_if_archived(gateway, table_id, "table/full")
+        refuse_if_archived(gateway, table_id, Code.TABLE_FULL)
     except ApiError:
         refused("join")
         raise
@@ -230,7 +232,7 @@ async def join(table_id: str, request: Request) -> JSONResponse:
         return JSONResponse({**answer.body(command), "command_id": key}, response.status_code)
     seat = answer.result.get("seat")
     if not isinstance(seat, int):
-        raise ApiError("command/failed", "the join's result names no seat", status=500)
+        raise ApiError(Code.COMMAND_FAILED, "the join's result names no seat", status=500)
     body = {
         "ok": True,
         "table_id": table_id,
@@ -262,7 +264,7 @@ async def send_command(table_id: str, request: Request, credentials: Credentials
         seat = await _seat(gateway, table_id, credentials, needed=True)
         seat_rate_limit(gateway, request, table_id, seat)
         command = checks.seat_command(await request.body(), table_id)
-        refuse_if_archived(gateway, table_id, "move/match_over")
+        refuse_if_archived(gateway, table_id, Code.MOVE_MATCH_OVER)
     except ApiError:
         refused("unknown")
         raise
@@ -279,7 +281,7 @@ async def _view(gateway: Gateway, table_id: str, part: str, min_version: int) ->
     view = await gateway.views.wait(table_id, part, min_version, wait)
     if view is None:
         raise ApiError(
-            "view/not_ready",
+            Code.VIEW_NOT_READY,
             f"table {table_id} has no {part} view yet; try again",
             headers={"Retry-After": "1"},
         )
@@ -371,7 +373,7 @@ async def readyz(request: Request) -> JSONResponse:
         await asyncio.wait_for(gateway.redis.ping(), 2.0)
     except Exception as exc:  # the documented 503 of an outage, as the other routes answer
         error = ApiError(
-            "store/unavailable",
+            Code.STORE_UNAVAILABLE,
             f"Redis does not answer now ({type(exc).__name__})",
             headers={"Retry-After": "1"},
         )

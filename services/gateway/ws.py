@@ -6,9 +6,9 @@ spectator; the token may also come as ``Authorization: Bearer``).  The gateway s
 ``view`` messages as the table moves.  A seat may send ``{"kind": "command", "command": {...}}``
 and gets ``{"kind": "result", ...}`` for it, as ``POST /tables/{id}/commands`` would answer.
 
-Close codes: 4401 bad token, 4404 no such table (or a bad table id), 4008 fell too far behind
-(reconnect with ``after``).  The socket is accepted first, so an ``error`` message with the code
-goes out before the close.
+Close codes are the catalogue's (``engine.codes``): 4401 bad token, 4404 no such table (or a
+bad table id), 4422 a bad query, 4008 fell too far behind (reconnect with ``after``).  The
+socket is accepted first, so an ``error`` message with the code goes out before the close.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
+from engine.codes import Code, close_of
 from events.commands import MAX_COMMAND_BYTES
 from services.gateway import checks, metrics
 from services.gateway.auth import bearer
@@ -30,9 +31,8 @@ from services.gateway.state import Gateway, gateway_of
 
 router = APIRouter()
 
-CLOSE_BAD_TOKEN = 4401
-CLOSE_NOT_FOUND = 4404
-CLOSE_BAD_QUERY = 4422
+CLOSE_NOT_FOUND = close_of(Code.TABLE_NOT_FOUND, 4404)
+"""The close code of a refusal to open the socket whose code has no close code of its own."""
 MAX_MESSAGE_BYTES = MAX_COMMAND_BYTES + 1024
 """A client message holds one command and a little framing."""
 
@@ -48,19 +48,18 @@ async def table_socket(
     try:
         resume = checks.version_param("after", after)  # the rule of HTTP's ?after=
     except ApiError as error:
-        await _refuse(websocket, error, CLOSE_BAD_QUERY)
+        await _refuse(websocket, error, close_of(error.code, CLOSE_NOT_FOUND))
         return
     try:
         checks.check_table_id(table_id)
         head = await gateway.store.head(table_id)
         if head.version == 0:
-            raise ApiError("table/not_found", f"no table {table_id!r}")
+            raise ApiError(Code.TABLE_NOT_FOUND, f"no table {table_id!r}")
         seat = None if token is None else await gateway.auth.seat_of(table_id, token)
         if token is not None and seat is None:
-            raise ApiError("seat/bad_token", "the token is no seat's on this table")
+            raise ApiError(Code.SEAT_BAD_TOKEN, "the token is no seat's on this table")
     except ApiError as error:
-        code = CLOSE_BAD_TOKEN if error.code == "seat/bad_token" else CLOSE_NOT_FOUND
-        await _refuse(websocket, error, code)
+        await _refuse(websocket, error, close_of(error.code, CLOSE_NOT_FOUND))
         return
     connection = Connection(seat)
     room = await gateway.rooms.enter(table_id, connection, resume)
@@ -131,23 +130,25 @@ async def _answer(
     command_id: Any = None
     try:
         if len(raw.encode()) > MAX_MESSAGE_BYTES:
-            raise ApiError("command/too_large", f"a message is at most {MAX_MESSAGE_BYTES} bytes")
+            too_large = f"a message is at most {MAX_MESSAGE_BYTES} bytes"
+            raise ApiError(Code.COMMAND_TOO_LARGE, too_large)
         message = checks.json_object(raw.encode())
         if message.get("kind") != "command" or not isinstance(message.get("command"), dict):
             raise ApiError(
-                "command/unknown_type",
+                Code.COMMAND_UNKNOWN_TYPE,
                 'send {"kind": "command", "command": {...}}; no other message is taken',
             )
         command_id = message["command"].get("command_id")
         if seat is None:
-            raise ApiError("seat/required", "a spectator sends no commands: connect with a token")
+            spectator = "a spectator sends no commands: connect with a token"
+            raise ApiError(Code.SEAT_REQUIRED, spectator)
         if gateway.limits is not None:  # as POST /commands: the address's, then the seat's
             gateway.limits.request(address)
             gateway.limits.command(table_id, seat, address)
         command = checks.seat_command(message["command"], table_id)
-        refuse_if_archived(gateway, table_id, "move/match_over")
+        refuse_if_archived(gateway, table_id, Code.MOVE_MATCH_OVER)
         if token is None or await gateway.auth.seat_of(table_id, token) != seat:  # given up
-            raise ApiError("seat/bad_token", "the seat was given up: its token is no seat's")
+            raise ApiError(Code.SEAT_BAD_TOKEN, "the seat was given up: its token is no seat's")
     except ApiError as error:
         refused("unknown")
         reply = {"kind": "result", **error.body(), "table_id": table_id}

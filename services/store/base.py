@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from engine.codes import Code
 from events.chain import GENESIS_HASH, HASH_FIELDS, event_hash, hash_canonical
 
 from .keys import KeySpace, check_table_id
@@ -130,13 +131,13 @@ class AppendRequest:
 class StoreError(Exception):
     """Base of the store's errors; ``code`` is stable."""
 
-    code = "store/error"
+    code = Code.STORE_ERROR.value
 
 
 class VersionConflict(StoreError):
     """The table moved on: its head is not at the expected version and hash."""
 
-    code = "store/version_conflict"
+    code = Code.STORE_VERSION_CONFLICT.value
 
     def __init__(
         self,
@@ -160,7 +161,7 @@ class VersionConflict(StoreError):
 class InvalidEvent(StoreError, ValueError):
     """An event body the store cannot take (wrong table id or version, not JSON)."""
 
-    code = "store/invalid_event"
+    code = Code.STORE_INVALID_EVENT.value
 
 
 # -- preparation shared by both stores --------------------------------------------------------

@@ -34,6 +34,8 @@ import zlib
 from dataclasses import dataclass
 from functools import cached_property
 
+from engine.codes import Code
+
 __all__ = [
     "DEFAULT_NS",
     "DEFAULT_SHARDS",
@@ -55,7 +57,7 @@ _GLOB = re.compile(r"([*?\[\]\\])")
 class InvalidTableId(ValueError):
     """A table id the store refuses: 1-128 characters of ``A-Z a-z 0-9 _ . : -``."""
 
-    code = "store/invalid_table_id"
+    code = Code.STORE_INVALID_TABLE_ID.value
 
 
 def check_table_id(table_id: str) -> str:
