@@ -25,7 +25,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check engine events && $(VENV)/bin/mypy --strict engine events
 
 schema: $(STAMP)
-	$(PY) -m events.schema docs/schema && $(PY) -m services.gateway.asyncapi docs/asyncapi.json && $(PY) -m services.gateway.web_types docs/schema services/gateway/web/conquian-types.d.ts
+	$(PY) -m events.schema docs/schema && $(PY) -m services.gateway.asyncapi docs/asyncapi.json && $(PY) -m services.gateway.web_types docs/schema services/gateway/web/conquian-types.d.ts && $(PY) -m services.gateway.error_table docs/api.md
 
 screenshots: $(STAMP)
 	$(PY) -m tests.browser.screenshots docs/screenshots
