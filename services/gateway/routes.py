@@ -11,7 +11,7 @@ import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from pydantic import BaseModel
@@ -46,6 +46,7 @@ REJECTIONS: dict[int | str, dict[str, Any]] = {
         (409, "refused by the table: move/*, table/exists, table/full, seat/taken, …"),
         (413, "larger than 8 KiB (command/too_large)"),
         (422, "unknown type or invalid fields (command/unknown_type, command/invalid, …)"),
+        (503, "Redis away (store/unavailable) or no view yet (view/not_ready): Retry-After"),
     )
 }
 
@@ -271,7 +272,12 @@ MinVersion = Annotated[
 ]
 
 
-@router.get("/tables/{table_id}", summary="The public view of a table", tags=["views"])
+@router.get(
+    "/tables/{table_id}",
+    summary="The public view of a table",
+    tags=["views"],
+    responses=REJECTIONS,
+)
 async def public_view(table_id: str, request: Request, min_version: MinVersion = 0) -> JSONResponse:
     """What everyone sees: tables, centre card, counts, scores, phase, seats."""
     return await _view(gateway_of(request), table_id, "public", min_version)
@@ -348,7 +354,12 @@ async def readyz(request: Request) -> JSONResponse:
     return JSONResponse({"ok": True, "redis": True, "hints": gateway.hub.subscribed.is_set()})
 
 
-@router.get("/metrics", tags=["operations"], summary="Prometheus metrics")
+@router.get(
+    "/metrics",
+    tags=["operations"],
+    summary="Prometheus metrics",
+    response_class=PlainTextResponse,  # the document says text, as the answer is
+)
 async def prometheus() -> Response:
     """The process's metrics (the gateway's, and any worker's or projector's beside it)."""
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
