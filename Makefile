@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv test run lint schema bench bench-store bench-audit bench-pipeline bench-client clean
+.PHONY: venv test fuzz run lint schema bench bench-store bench-audit bench-pipeline bench-client clean
 
 venv: $(STAMP)
 
@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+fuzz: $(STAMP)
+	CONQUIAN_FUZZ=long $(PY) -m pytest -q -m fuzz --timeout 3600 tests/fuzz
 
 run: $(STAMP)
 	$(VENV)/bin/conquian serve

@@ -165,6 +165,13 @@ def named_cards(text: str) -> set[str]:
     return named
 
 
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
 def leaks(answer: str | bytes, secrets: Secrets, sent: str = "") -> list[str]:
     """Return the hidden cards and seeds ``answer`` shows that the request ``sent`` did not.
 
@@ -178,7 +185,7 @@ def leaks(answer: str | bytes, secrets: Secrets, sent: str = "") -> list[str]:
         words = "\n".join(strings(json.loads(text)))
     except ValueError:
         words = text
-    quoted = named_cards(sent)
+    quoted = named_cards(sent) | named_cards("\n".join(strings(_json_or_none(sent))))
     found = sorted((card_words(words) & secrets.cards) - quoted)
     found += sorted(seed for seed in secrets.seeds if seed in words and seed not in sent)
     return found
