@@ -9,6 +9,7 @@ the size limits, binary frames and text frames that are not UTF-8.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,15 +18,19 @@ from hypothesis import strategies as st
 from engine.cards import ALL_CARDS, format_card
 
 CANONICAL = [format_card(c) for c in ALL_CARDS]
+SURROGATES = st.text(st.characters(categories=["Cs", "Ll", "Nd"]), min_size=1, max_size=10)
+"""Text with lone surrogates: JSON escapes (``\\ud800``) decode to them, UTF-8 holds none."""
 CARD_TEXTS = st.one_of(
     st.sampled_from(CANONICAL),
     st.sampled_from(CANONICAL).map(str.lower),
     st.sampled_from(["7♥", "♠A", "KC ", "10H", "7HH", "", "ZZ", "1C", "sota de oros"]),
     st.text(max_size=9),
+    SURROGATES,
 )
 COMMAND_IDS = st.one_of(
     st.from_regex(r"\Afz-[A-Za-z0-9_-]{5,20}\Z"),
     st.sampled_from(["short", "x" * 65, "spaces in id", "ünïcode-id-1", ""]),
+    SURROGATES.map(lambda text: f"fz-{text}-id"),
 )
 JSON = st.recursive(
     st.none()
@@ -126,9 +131,11 @@ class Frame:
 
 
 def _json(value: Any) -> bytes:
-    import json
-
-    return json.dumps(value, ensure_ascii=False).encode()
+    """Return value as JSON text in UTF-8; a lone surrogate goes as its ``\\u`` escape."""
+    try:
+        return json.dumps(value, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return json.dumps(value).encode()
 
 
 def _is_utf8(data: bytes) -> bool:
@@ -203,6 +210,9 @@ RAW_BODIES: list[bytes] = [
     b"[" * 3_000 + b"]" * 3_000,
     b'{"a":' * 1_500 + b"1" + b"}" * 1_500,
     b'{"type": "turn", "table_id": "\\ud800", "command_id": "\\udc00-lone-surrogate"}',
+    b'{"type": "discard", "table_id": "fz-play", "command_id": "fz-surrogate", "card": "\\ud800"}',
+    b'{"type": "take", "table_id": "fz-play", "command_id": "fz-surrogate", "hand": ["\\ud800"]}',
+    b'{"name": "\\ud800", "rules": "\\ud800", "bots": {"1": "\\ud800"}, "seat": "\\ud800"}',
     b'{"type": "turn", "deals": ' + b"9" * 5_000 + b"}",
     b'{"type": "turn", "deals": NaN, "expected_version": Infinity}',
     b'{"type": "turn", "type": "resign", "command_id": "fz-duplicate-key"}',
@@ -217,6 +227,13 @@ CORPUS: list[Frame] = [
     *(Frame(body, False, "corpus") for body in RAW_BODIES),
     Frame(_nested(100_000, "arrays"), True, "large"),  # past the socket's 64 KiB
     Frame(b'{"kind": "command", "command": {"pad": "' + b"x" * 70_000 + b'"}}', True, "large"),
+    Frame(b'{"kind": "command", "command": {"command_id": "\\ud800-surrogate"}}', True, "corpus"),
+    Frame(
+        b'{"kind": "command", "command": {"type": "turn", "table_id": "fz-play",'
+        b' "command_id": "fz-\\udfff-lone"}}',
+        True,
+        "corpus",
+    ),
     Frame(b"\xff\xfe\xc0", True, "not_utf8"),
     Frame(b'{"kind": "command", "command": "\xed\xa0\x80"}', True, "not_utf8"),
 ]

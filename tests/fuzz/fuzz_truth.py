@@ -130,16 +130,19 @@ async def _await(coroutine: Awaitable[_T]) -> _T:
 
 
 def strings(value: Any) -> Iterable[str]:
-    """Yield every string in a JSON value, keys included."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            yield str(key)
-            yield from strings(item)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from strings(item)
+    """Yield every string in a JSON value, keys included (without recursion: a fuzzed value
+    may be nested deeper than Python's stack)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, Mapping):
+            for key, inner in item.items():
+                yield str(key)
+                stack.append(inner)
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
 
 
 def card_words(text: str) -> set[str]:
@@ -168,7 +171,7 @@ def named_cards(text: str) -> set[str]:
 def _json_or_none(text: str) -> Any:
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than Python's stack
         return None
 
 
@@ -181,10 +184,8 @@ def leaks(answer: str | bytes, secrets: Secrets, sent: str = "") -> list[str]:
     if not secrets:
         return []
     text = answer.decode("utf-8", "replace") if isinstance(answer, bytes) else answer
-    try:
-        words = "\n".join(strings(json.loads(text)))
-    except ValueError:
-        words = text
+    parsed = _json_or_none(text)
+    words = text if parsed is None else "\n".join(strings(parsed))
     quoted = named_cards(sent) | named_cards("\n".join(strings(_json_or_none(sent))))
     found = sorted((card_words(words) & secrets.cards) - quoted)
     found += sorted(seed for seed in secrets.seeds if seed in words and seed not in sent)
