@@ -261,6 +261,16 @@ async def _view(gateway: Gateway, table_id: str, part: str, min_version: int) ->
     return JSONResponse(view)
 
 
+def same_rule_as_the_socket(request: Request) -> None:
+    """Refuse an ``after`` or ``min_version`` that the WebSocket's ``?after=`` refuses
+    (``checks.version_param``: digits only): FastAPI's integers also take ``+1`` or `` 1``."""
+    for name in ("after", "min_version"):
+        checks.version_param(name, request.query_params.get(name))
+
+
+VERSION_RULE = [Depends(same_rule_as_the_socket)]
+
+
 MinVersion = Annotated[
     int,
     Query(
@@ -277,6 +287,7 @@ MinVersion = Annotated[
     summary="The public view of a table",
     tags=["views"],
     responses=REJECTIONS,
+    dependencies=VERSION_RULE,
 )
 async def public_view(table_id: str, request: Request, min_version: MinVersion = 0) -> JSONResponse:
     """What everyone sees: tables, centre card, counts, scores, phase, seats."""
@@ -288,6 +299,7 @@ async def public_view(table_id: str, request: Request, min_version: MinVersion =
     summary="The view of a seat, or of a spectator",
     tags=["views"],
     responses=REJECTIONS,
+    dependencies=VERSION_RULE,
 )
 async def seat_view(
     table_id: str, request: Request, credentials: Credentials, min_version: MinVersion = 0
@@ -306,6 +318,7 @@ async def seat_view(
     responses=REJECTIONS,
     summary="The events a seat (or a spectator) may see",
     tags=["views"],
+    dependencies=VERSION_RULE,
 )
 async def events(
     table_id: str,

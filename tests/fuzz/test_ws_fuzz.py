@@ -17,9 +17,12 @@ No message on either socket shows its viewer a card hidden from it (``fuzz_truth
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from typing import Any
+from urllib.parse import urlencode
 
+import httpx
 import pytest
 from fuzz_checks import check_rejection
 from fuzz_payloads import CORPUS, Frame, frames
@@ -31,6 +34,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from services.gateway.testing import Stack
+from services.gateway.ws import CLOSE_BAD_QUERY
 
 pytestmark = pytest.mark.fuzz
 
@@ -149,3 +153,52 @@ async def test_every_frame_gets_a_result_or_a_documented_close(
     kinds = {key.partition(":")[0] for key in seen}
     assert kinds >= {"command", "json", "nested", "large", "binary", "not_utf8"}, seen
     assert "large: close 1009" in seen and "not_utf8: close 1007" in seen, seen
+
+
+ODD_NUMBERS = ["", "+1", " 1", "1 ", "1e3", "0x10", "1_0", "١٢", "00", "-0", "1.0"]
+AFTER = st.one_of(
+    st.integers(min_value=-5, max_value=2**64).map(str),
+    st.sampled_from([*ODD_NUMBERS, str(2**53 - 1), str(2**53)]),
+    st.text(max_size=8),
+)
+
+
+def compare_after(stack: Stack, tables: Tables) -> dict[str, int]:
+    """Send the same ``after`` to ``GET …/events`` and to the socket; return the outcomes."""
+    table_id = tables.play
+    base = f"127.0.0.1:{stack.port}/tables/{table_id}"
+    client = httpx.Client(timeout=30)
+    seen: dict[str, int] = {}
+
+    @examples(60)
+    @given(after=AFTER)
+    def run(after: str) -> None:
+        query = urlencode({"after": after})
+        page = client.get(f"http://{base}/events?{query}")
+        assert page.status_code in (200, 422), page.text
+        with connect(f"ws://{base}/ws?{query}", open_timeout=30) as socket:
+            first = json.loads(socket.recv(timeout=ANSWER_WAIT))
+            if first["kind"] == "error":
+                with contextlib.suppress(ConnectionClosed):
+                    socket.recv(timeout=ANSWER_WAIT)
+                closed = socket.close_code
+            else:
+                closed = None
+        http = page.json()["code"] if page.status_code == 422 else "ok"
+        ws = first["code"] if first["kind"] == "error" else "ok"
+        assert http == ws, f"after={after!r}: HTTP {http}, WebSocket {ws}"
+        assert (closed == CLOSE_BAD_QUERY) == (ws == "query/invalid"), (after, closed)
+        seen[http] = seen.get(http, 0) + 1
+
+    try:
+        run()
+    finally:
+        client.close()
+    return seen
+
+
+async def test_after_follows_the_same_rule_on_http_and_the_socket(
+    stack: Stack, tables: Tables
+) -> None:
+    seen = await asyncio.to_thread(compare_after, stack, tables)
+    assert set(seen) == {"ok", "query/invalid"}, seen

@@ -1,4 +1,4 @@
-"""Defects the WebSocket fuzzer found, each pinned by the frame that showed it."""
+"""Defects the fuzzers found, each pinned by the input that showed it."""
 
 from __future__ import annotations
 
@@ -31,3 +31,22 @@ async def test_a_lone_surrogate_in_a_command_id_gets_a_result_not_a_dropped_sock
         await socket._socket.send('{"kind": "command", "command": {"command_id": "fz-ok-echo"}}')
         reply = await socket.wait_for(lambda m: m["kind"] == "result", start=start)
         assert reply["command_id"] == "fz-ok-echo" and not socket.closed
+
+
+async def test_a_version_written_unlike_digits_is_refused_on_http_as_on_the_socket(
+    stack: Stack, tables: Tables
+) -> None:
+    """``?after=+1`` (or `` 1``): HTTP's integer parameters took it, the socket refused it with
+    4422 (issue 18, 1f: the same parameter, the same rule).  Now HTTP refuses it too."""
+    for query in (
+        "events?after=+1",
+        "events?after=%201",
+        "view?min_version=+1",
+        "?min_version=1%20",
+    ):
+        path = f"/tables/{tables.play}/{query}".replace("/?", "?")
+        response = await stack.http.get(path)
+        assert response.status_code == 422, (query, response.text)
+        assert response.json()["code"] == "query/invalid", (query, response.text)
+    fine = await stack.http.get(f"/tables/{tables.play}/events", params={"after": "007"})
+    assert fine.status_code == 200 and fine.json()["next_after"] >= 7
