@@ -148,7 +148,7 @@ async def _existing(gateway: Gateway, table_id: str) -> int:
     "/tables",
     status_code=201,
     response_model=CommandAnswer,
-    responses=REJECTIONS,
+    responses={**REJECTIONS, 202: {"model": CommandAnswer, "description": "still queued"}},
     openapi_extra=_body(CreateTableRequest),
     summary="Create a table",
     tags=["tables"],

@@ -31,7 +31,7 @@ from services.gateway.testing import Stack, eager, refuser, wire_command
 pytestmark = pytest.mark.fuzz
 
 EXAMPLES = 200
-PENDING_RETRIES = 20
+PENDING_RETRIES = 50
 
 
 def post(client: httpx.Client, table_id: str, body: str, token: str) -> httpx.Response:

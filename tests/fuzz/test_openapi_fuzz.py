@@ -51,7 +51,7 @@ CHECKS = [
     content_type_conformance,
     response_schema_conformance,
 ]
-PENDING_RETRIES = 20
+PENDING_RETRIES = 50
 """A 202 (queued, no result within the wait) is sent again with the same command id, as a
 client does, until it has its result."""
 
@@ -155,6 +155,15 @@ def fuzz_operation(operation: Any, stack: Stack, tables: Tables, truth: Truth) -
     return seen
 
 
+def describe(error: BaseException) -> str:
+    """Return an error's type and text, and those of the errors it groups (a flaky failure's
+    first one among them)."""
+    text = f"{type(error).__name__}: {error}"
+    if isinstance(error, BaseExceptionGroup):
+        text += "".join(f"\n  {describe(inner)}" for inner in error.exceptions)
+    return text
+
+
 async def test_every_operation_of_the_openapi_document(
     stack: Stack, tables: Tables, truth: Truth
 ) -> None:
@@ -169,7 +178,7 @@ async def test_every_operation_of_the_openapi_document(
                 fuzz_operation, operation, stack, tables, truth
             )
         except (Exception, BaseExceptionGroup) as exc:  # schemathesis' FailureGroup is a group
-            failures[operation.label] = f"{type(exc).__name__}: {str(exc)[:3000]}"
+            failures[operation.label] = describe(exc)[:6000]
     assert not failures, "\n\n".join(f"{k}:\n{v}" for k, v in failures.items())
     for label in labels:  # the cases got past the checks of ids and tokens, to the tables
         assert any(reached(outcome) for outcome in seen[label]), (label, seen[label])
@@ -195,10 +204,14 @@ async def test_json_text_no_encoder_makes(stack: Stack, tables: Tables, truth: T
 
 def test_the_document_names_the_answers_the_fuzzer_found(stack: Stack) -> None:
     """Found by schemathesis: ``GET /tables/{id}`` documented 200 and 422 only, and answered
-    404 (and 503); ``/metrics`` documented JSON, and answered Prometheus text."""
+    404 (and 503); ``/metrics`` documented JSON, and answered Prometheus text; ``POST /tables``
+    did not document the 202 it answers when the worker is slow (a long run on a loaded
+    machine)."""
     paths = stack.app.openapi()["paths"]
     public = paths["/tables/{table_id}"]["get"]["responses"]
     assert {"200", "404", "422", "503"} <= set(public)
     assert public["404"]["content"]["application/json"]["schema"]["$ref"].endswith("/Rejection")
     metrics = paths["/metrics"]["get"]["responses"]["200"]["content"]
     assert set(metrics) == {"text/plain"}
+    for path in ("/tables", "/tables/{table_id}/join", "/tables/{table_id}/commands"):
+        assert "202" in paths[path]["post"]["responses"], path  # queued, no result yet
