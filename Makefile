@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv test fuzz run lint schema bench bench-store bench-audit bench-pipeline bench-client clean
+.PHONY: venv test fuzz run chaos lint schema screenshots bench bench-store bench-audit bench-pipeline bench-client bench-web clean
 
 venv: $(STAMP)
 
@@ -21,11 +21,17 @@ fuzz: $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/conquian serve
 
+chaos: $(STAMP)
+	$(VENV)/bin/conquian chaos --duration 180 --json --report .data/chaos-report.json
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check engine events && $(VENV)/bin/mypy --strict engine events
 
 schema: $(STAMP)
-	$(PY) -m events.schema docs/schema && $(PY) -m services.gateway.asyncapi docs/asyncapi.json
+	$(PY) -m events.schema docs/schema && $(PY) -m services.gateway.asyncapi docs/asyncapi.json && $(PY) -m services.gateway.web_types docs/schema services/gateway/web/conquian-types.d.ts
+
+screenshots: $(STAMP)
+	$(PY) -m tests.browser.screenshots docs/screenshots
 
 bench: $(STAMP)
 	$(PY) bench/engine.py
@@ -41,6 +47,9 @@ bench-pipeline: $(STAMP)
 
 bench-client: $(STAMP)
 	$(PY) bench/redis_client.py
+
+bench-web: $(STAMP)
+	$(PY) bench/web_page.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

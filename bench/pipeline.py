@@ -99,7 +99,7 @@ from bench.raw_redis import (  # noqa: E402
 from services.collector import settle_long_lived  # noqa: E402
 from services.redis_server import LocalRedis  # noqa: E402
 from services.store.client import connect  # noqa: E402
-from services.store.keys import KeySpace  # noqa: E402
+from services.store.keys import KeySpace, command_key  # noqa: E402
 
 PIPELINE = 1000
 """XADDs per pipeline when flooding."""
@@ -458,8 +458,10 @@ class Driver:
                     final = game.final if upto is None else upto.get(game.table_id)
                     if final is None:
                         continue
-                    fields = [
-                        command_id for _, version, command_id in game.commands if version <= final
+                    fields = [  # each command's record, under its seat's id
+                        command_key(command_id, int(sent["s"]) if sent["s"] else None)
+                        for sent, version, command_id in game.commands
+                        if version <= final
                     ]
                     pipe.hmget(self.keys.command_ids(game.table_id), fields)
                     pipe.hget(self.keys.head(game.table_id), "version")

@@ -56,6 +56,7 @@ from services.log import configure
 from services.settings import load_settings
 from services.store import MemoryEventStore, RedisEventStore
 from services.store.client import connect
+from services.store.keys import command_key
 from services.table_service import TableService
 
 SEED = bytes(range(32))
@@ -206,8 +207,9 @@ async def one_run(args: argparse.Namespace, games: dict[str, list[Entry]]) -> di
         store = RedisEventStore(client, settings.keys)
         bad = 0
         for table_id, game in games.items():
-            for raw, _ in game:
-                result = await store.command_result(table_id, json.loads(raw)["command_id"])
+            for raw, seat in game:
+                key = command_key(json.loads(raw)["command_id"], seat)
+                result = await store.command_result(table_id, key)
                 bad += result is None or not json.loads(result)["ok"]
         return {
             "commands": commands,

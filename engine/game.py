@@ -104,8 +104,9 @@ def _check_match_settings(command: NewMatch) -> None:
 
 
 def _decide_start_deal(match: Match, deck: tuple[Card, ...]) -> list[Event]:
-    if match.deal is not None and match.deal.phase is not Phase.OVER:
-        raise errors.WrongPhase(f"deal {match.deal.number} is still being played")
+    if not match.between_deals:
+        number = match.deal.number if match.deal is not None else 0
+        raise errors.WrongPhase(f"deal {number} is still being played")
     if sorted(deck) != list(ALL_CARDS):
         raise errors.InvalidDeck(f"a deck must hold each of the 40 cards once, got {len(deck)}")
     number = match.deals_played + 1

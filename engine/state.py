@@ -116,6 +116,13 @@ class Match:
         return (self.first_dealer + self.deals_played) % 2
 
     @property
+    def between_deals(self) -> bool:
+        """Say whether the match waits for its next deal: none dealt yet, or the last one over,
+        and the match not over.  ``StartDeal`` is legal then and only then; either player may
+        ask for it (the deal goes to ``next_dealer`` whoever asks)."""
+        return not self.over and (self.deal is None or self.deal.phase is Phase.OVER)
+
+    @property
     def to_act(self) -> int | None:
         """Return the seat that must act now, or None between deals and after the match."""
         if self.over or self.deal is None or self.deal.phase is Phase.OVER:

@@ -9,7 +9,8 @@ Every view of a state goes through ``_view`` and every view of an event through
   spectators see its size;
 - the stock and the waste are face down: everyone sees their sizes, nobody their cards (the
   stock order stays hidden after the deal too);
-- only the seat to act sees its legal actions;
+- only the seat to act sees its legal actions; between deals (``Match.between_deals``) each
+  seat sees :data:`NEXT_DEAL`, the one thing that may happen next, which either may ask for;
 - ``DealStarted`` holds the whole deck: a seat gets ``DealtView`` with its own ten cards, a
   spectator one with none.  ``CardWasted`` stays public: the refused card lay face up as the
   centre card a moment before, so everyone at the table has seen it.
@@ -31,6 +32,11 @@ from engine.state import Deal, Match, Phase
 
 JSON = dict[str, object]
 
+NEXT_DEAL = "next_deal"
+"""Starting the next deal, among a view's legal actions.  The engine's ``StartDeal`` carries the
+deck, which a table service shuffles, so it has no action notation: a client sends the wire
+command ``next_deal`` (``docs/api.md``)."""
+
 
 @dataclass(frozen=True)
 class DealtView:
@@ -50,13 +56,15 @@ class DealtView:
 VisibleEvent = Event | DealtView
 
 
-def seat_view(match: Match, seat: int) -> JSON:
+def seat_view(match: Match, seat: int, *, seated: bool = True) -> JSON:
     """Return what ``seat`` may see of the match, as JSON-ready values (see the module rules).
 
-    Raises ValueError for a seat other than 0 or 1.
+    ``seated`` says whether both seats are taken: a table service's table still waiting for a
+    player passes False, and nobody is offered :data:`NEXT_DEAL` there.  Raises ValueError for
+    a seat other than 0 or 1.
     """
     _check_viewer(seat)
-    return _views(match, (seat,))[0]
+    return _views(match, (seat,), seated)[0]
 
 
 def spectator_view(match: Match) -> JSON:
@@ -64,10 +72,10 @@ def spectator_view(match: Match) -> JSON:
     return _views(match, (None,))[0]
 
 
-def seat_parts(match: Match) -> tuple[JSON, JSON]:
+def seat_parts(match: Match, *, seated: bool = True) -> tuple[JSON, JSON]:
     """Return what seat 0 and seat 1 each see beyond the spectator view: ``seat``, ``hand``
-    (its own cards, None before the first deal) and ``legal_actions`` (only the seat to act
-    has any).
+    (its own cards, None before the first deal) and ``legal_actions`` (the seat to act's, or
+    between deals :data:`NEXT_DEAL` for both when ``seated``; see :func:`seat_view`).
 
     ``with_seat(spectator_view(match), seat_parts(match)[s])`` equals ``seat_view(match, s)``:
     a service may store the spectator view once and each seat's part beside it, and put a
@@ -75,14 +83,12 @@ def seat_parts(match: Match) -> tuple[JSON, JSON]:
     at every state of many random games).
     """
     deal = match.deal
-    to_act = match.to_act
-    legal = [format_action(a) for a in legal_actions(match)] if to_act is not None else []
-    return _seat_part(deal, 0, legal if to_act == 0 else []), _seat_part(
-        deal, 1, legal if to_act == 1 else []
+    return _seat_part(deal, 0, _legal_texts(match, 0, seated)), _seat_part(
+        deal, 1, _legal_texts(match, 1, seated)
     )
 
 
-def stored_parts(match: Match) -> tuple[JSON, JSON, JSON]:
+def stored_parts(match: Match, *, seated: bool = True) -> tuple[JSON, JSON, JSON]:
     """Return the spectator view without ``seat`` and ``legal_actions`` (what every viewer
     sees alike, in the spectator view's order), then :func:`seat_parts`: what a service stores
     for a state, built in one pass.
@@ -91,7 +97,17 @@ def stored_parts(match: Match) -> tuple[JSON, JSON, JSON]:
     """
     deal = match.deal
     shared = _shared(match, None if deal is None else _deal_views(deal, (None,))[0])
-    return (shared, *seat_parts(match))
+    return (shared, *seat_parts(match, seated=seated))
+
+
+def _legal_texts(match: Match, seat: int, seated: bool) -> list[str]:
+    """The legal actions ``seat`` sees: the seat to act's in engine notation, :data:`NEXT_DEAL`
+    for each seat between deals (when both seats are taken), else none."""
+    if match.to_act == seat:
+        return [format_action(a) for a in legal_actions(match)]
+    if seated and match.between_deals:
+        return [NEXT_DEAL]
+    return []
 
 
 def _seat_part(deal: Deal | None, seat: int, legal: list[str]) -> JSON:
@@ -137,21 +153,19 @@ def _hand_shown(deal: Deal, owner: int, viewer: int | None) -> bool:
     return owner == viewer or deal.phase is Phase.OVER
 
 
-def _views(match: Match, viewers: tuple[int | None, ...]) -> list[JSON]:
+def _views(match: Match, viewers: tuple[int | None, ...], seated: bool = True) -> list[JSON]:
     """Build the view of each viewer, None standing for a spectator.
 
     Secrecy is decided here and in ``_hand_shown``, nowhere else: a hand goes into a viewer's
-    view only when ``_hand_shown`` says so, and legal actions only to the seat to act.
+    view only when ``_hand_shown`` says so, and legal actions only to a seat (``_legal_texts``).
     """
     deal = match.deal
     deals = [None] * len(viewers) if deal is None else _deal_views(deal, viewers)
-    to_act = match.to_act
-    legal = [format_action(a) for a in legal_actions(match)] if to_act in viewers else []
     return [
         {
             "seat": viewer,
             **_shared(match, deal_view),
-            "legal_actions": legal if viewer is not None and viewer == to_act else [],
+            "legal_actions": [] if viewer is None else _legal_texts(match, viewer, seated),
         }
         for viewer, deal_view in zip(viewers, deals, strict=True)
     ]

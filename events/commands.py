@@ -25,6 +25,7 @@ from pydantic import (
     Discriminator,
     Field,
     Strict,
+    StringConstraints,
     Tag,
     ValidationError,
     WithJsonSchema,
@@ -62,9 +63,12 @@ __all__ = [
     "Force",
     "Join",
     "Leave",
+    "LeaveTable",
     "MeldHand",
     "NextDeal",
     "Refuse",
+    "Rematch",
+    "ReportBotFailure",
     "Resign",
     "RuleOptions",
     "Take",
@@ -201,6 +205,33 @@ class Resign(CommandModel):
     type: Literal["resign"] = "resign"
 
 
+class LeaveTable(CommandModel):
+    """Give one's seat up before the first deal (not ``leave``: leave the turned card)."""
+
+    type: Literal["leave_table"] = "leave_table"
+
+
+class Rematch(CommandModel):
+    """Agree, once the match is over, to play again: the same seats at ``next_table_id``.
+
+    The gateway's rematch route sends it and derives ``next_table_id``; a seat cannot send it
+    on its own.
+    """
+
+    type: Literal["rematch"] = "rematch"
+    next_table_id: TableId
+class ReportBotFailure(CommandModel):
+    """Record that the bot on the sending seat could not choose its move (``bot_failed``).
+
+    Sent by the bots runner only, as the bot's seat, through the command stream; the gateway
+    refuses it from clients (``command/unsupported``).
+    """
+
+    type: Literal["report_bot_failure"] = "report_bot_failure"
+    code: Annotated[str, Strict(), StringConstraints(pattern="^bot/[a-z_]+$")]
+    message: Annotated[str, Strict(), StringConstraints(min_length=1, max_length=200)]
+
+
 # --- play ----------------------------------------------------------------------------------------
 
 
@@ -265,6 +296,8 @@ Command = Annotated[
     | Join
     | NextDeal
     | Resign
+    | LeaveTable
+    | Rematch
     | Turn
     | Take
     | Refuse
@@ -272,7 +305,8 @@ Command = Annotated[
     | Force
     | Waive
     | Discard
-    | MeldHand,
+    | MeldHand
+    | ReportBotFailure,
     Field(discriminator="type"),
 ]
 """Any command a client may send."""
@@ -284,6 +318,8 @@ COMMAND_TYPES: dict[str, type[CommandModel]] = {
         Join,
         NextDeal,
         Resign,
+        LeaveTable,
+        Rematch,
         Turn,
         Take,
         Refuse,
@@ -292,6 +328,7 @@ COMMAND_TYPES: dict[str, type[CommandModel]] = {
         Waive,
         Discard,
         MeldHand,
+        ReportBotFailure,
     )
 }
 """Every command class by its ``type``."""

@@ -33,13 +33,16 @@ from events.base import (
     RuleSetName,
     Seat,
     Table,
+    TableId,
     WireModel,
 )
 
 __all__ = [
+    "BOT_CODE_PATTERN",
     "CODE_PATTERN",
     "EVENT_TYPES",
     "TABLE_EVENT_TYPES",
+    "BotFailed",
     "CardDiscarded",
     "CardLeft",
     "CardRefused",
@@ -58,6 +61,9 @@ __all__ = [
     "MatchEnded",
     "MeldMade",
     "PlayerJoined",
+    "PlayerLeft",
+    "RematchAgreed",
+    "RematchOpened",
     "Resigned",
     "RuleSet",
     "StakesSettled",
@@ -70,6 +76,8 @@ __all__ = [
 Algorithm = Annotated[str, Strict(), StringConstraints(pattern="^[a-z0-9_.-]{1,40}$")]
 CODE_PATTERN = "^[a-z_]+/[a-z_]+$"
 """The form of a stable error code: ``area/what`` (``move/not_your_turn``)."""
+BOT_CODE_PATTERN = "^bot/[a-z_]+$"
+"""The form of the code of a bot's failure (``bot/failed``)."""
 
 Scores = tuple[NonNegative, NonNegative]
 Forcing = Literal["optional", "automatic", "off"]
@@ -130,6 +138,44 @@ class PlayerJoined(EventModel):
     seat: Seat
     name: PlayerName
     bot: BotName | None = None
+
+
+class PlayerLeft(EventModel):
+    """The player of ``seat`` gave the seat up before the first deal; its token stops working."""
+
+    type: Literal["player_left"] = "player_left"
+    v: Literal[1] = 1
+    seat: Seat
+
+
+class RematchAgreed(EventModel):
+    """After the match, ``seat`` agreed to play again (a bot seat agrees without an event)."""
+
+    type: Literal["rematch_agreed"] = "rematch_agreed"
+    v: Literal[1] = 1
+    seat: Seat
+
+
+class RematchOpened(EventModel):
+    """Both seats agreed: the rematch is at table ``next_table_id`` (same rules, seats, clock)."""
+
+    type: Literal["rematch_opened"] = "rematch_opened"
+    v: Literal[1] = 1
+    next_table_id: TableId
+class BotFailed(EventModel):
+    """The bot on ``seat`` could not choose its move: ``code`` says why, ``message`` in words.
+
+    Recorded by the bots runner (through the command stream, ``report_bot_failure``) so that
+    clients see why a bot's table stopped; public, so the message never quotes a card.  It
+    changes nothing in the match; the seat's failure stands until the table's next event.
+    """
+
+    type: Literal["bot_failed"] = "bot_failed"
+    v: Literal[1] = 1
+    seat: Seat
+    bot: BotName
+    code: Annotated[str, Strict(), StringConstraints(pattern=BOT_CODE_PATTERN)]
+    message: Annotated[str, Strict(), StringConstraints(min_length=1, max_length=200)]
 
 
 # --- the deal ------------------------------------------------------------------------------------
@@ -319,6 +365,9 @@ class CommandRejected(EventModel):
 TableEvent = Annotated[
     TableCreated
     | PlayerJoined
+    | PlayerLeft
+    | RematchAgreed
+    | RematchOpened
     | DealStarted
     | HandDealt
     | CardTurned
@@ -335,7 +384,8 @@ TableEvent = Annotated[
     | Resigned
     | StakesSettled
     | DealRevealed
-    | MatchEnded,
+    | MatchEnded
+    | BotFailed,
     Field(discriminator="type"),
 ]
 """An event of a table's stream: what an envelope carries."""
@@ -348,6 +398,9 @@ TABLE_EVENT_TYPES: dict[str, type[EventModel]] = {
     for cls in (
         TableCreated,
         PlayerJoined,
+        PlayerLeft,
+        RematchAgreed,
+        RematchOpened,
         DealStarted,
         HandDealt,
         CardTurned,
@@ -365,6 +418,7 @@ TABLE_EVENT_TYPES: dict[str, type[EventModel]] = {
         StakesSettled,
         DealRevealed,
         MatchEnded,
+        BotFailed,
     )
 }
 """Every table event class by its ``type``."""

@@ -27,7 +27,9 @@ from engine import actions as ea
 from engine import events as ee
 from engine.cards import Card, CardMask, display_order, format_card, mask_of, parse_card
 from engine.melds import Meld
+from engine.notation import parse_action
 from engine.rules import Rules
+from engine.views import NEXT_DEAL
 from events import commands as wc
 from events import domain as wd
 from events.fairness import (
@@ -44,6 +46,7 @@ __all__ = [
     "DeckOf",
     "cards_from_wire",
     "cards_to_wire",
+    "legal_to_wire",
     "rejection",
     "reveal",
     "revealed_deck",
@@ -222,9 +225,10 @@ def _simple_to_wire(event: ee.Event) -> wd.TableEvent:
 def to_engine(event: wd.EventModel, deck_of: DeckOf | None = None) -> list[ee.Event]:
     """Return the engine events of one wire event: one, or none for wire-only events.
 
-    ``hand_dealt``, ``player_joined``, ``deal_revealed`` and ``command_rejected`` have no
-    engine counterpart (the hands are in the deck of ``deal_started``).  ``deal_started``
-    takes its deck from ``deck_of(number)``; raises ValueError when ``deck_of`` is None.
+    ``hand_dealt``, ``player_joined``, ``player_left``, ``rematch_agreed``, ``rematch_opened``,
+    ``deal_revealed``, ``bot_failed`` and ``command_rejected`` have no engine counterpart (the
+    hands are in the deck of ``deal_started``).  ``deal_started`` takes its deck from
+    ``deck_of(number)``; raises ValueError when ``deck_of`` is None.
     """
     match event:
         case wd.TableCreated():
@@ -245,7 +249,15 @@ def to_engine(event: wd.EventModel, deck_of: DeckOf | None = None) -> list[ee.Ev
             return [made]
         case wd.HandMelded(seat=seat, hand=hand, table=table):
             return [ee.HandMelded(seat, cards_from_wire(hand), table_from_wire(table))]
-        case wd.HandDealt() | wd.PlayerJoined() | wd.DealRevealed() | wd.CommandRejected():
+        case (
+            wd.HandDealt()
+            | wd.PlayerJoined()
+            | wd.DealRevealed()
+            | wd.BotFailed()
+            | wd.CommandRejected()
+        ):
+            return []
+        case wd.PlayerLeft() | wd.RematchAgreed() | wd.RematchOpened():
             return []
         case _:
             return [_simple_to_engine(event)]
@@ -290,14 +302,15 @@ def to_engine_command(
     """Return the engine command of a wire command sent by ``seat`` (from the seat token).
 
     ``create_table`` becomes ``NewMatch`` with ``first_dealer`` (the service draws it);
-    ``next_deal`` becomes ``StartDeal`` with ``deck`` (the service shuffles it); ``join`` is
-    handled by the service alone and gives None.  Raises ValueError when a play or ``resign``
-    comes without a seat, or ``next_deal`` without a deck.
+    ``next_deal`` becomes ``StartDeal`` with ``deck`` (the service shuffles it); ``join``,
+    ``leave_table``, ``rematch`` and ``report_bot_failure`` are handled by the service alone
+    and give None.  Raises ValueError when a play or ``resign`` comes without a seat, or
+    ``next_deal`` without a deck.
     """
     if isinstance(command, wc.CreateTable):
         rules = command.to_rules()
         return ea.NewMatch(rules, first_dealer, command.deals, command.target_score)
-    if isinstance(command, wc.Join):
+    if isinstance(command, wc.Join | wc.LeaveTable | wc.Rematch | wc.ReportBotFailure):
         return None
     if isinstance(command, wc.NextDeal):
         if deck is None:
@@ -364,6 +377,21 @@ def to_wire_command(
                 {**common, "hand": cards_to_wire(hand), "table": table_to_wire(table)}
             )
     raise TypeError(f"not an engine action: {action!r}")
+
+
+def legal_to_wire(
+    text: str, table_id: str, command_id: str, expected_version: int | None = None
+) -> wc.Command:
+    """Return the wire command of one of a view's ``legal_actions``: ``next_deal``
+    (``engine.views.NEXT_DEAL``) or an action in engine notation (``docs/notation.md``).
+
+    Raises ``engine.errors.NotationError`` for a text that is neither.
+    """
+    if text == NEXT_DEAL:
+        return wc.NextDeal(
+            table_id=table_id, command_id=command_id, expected_version=expected_version
+        )
+    return to_wire_command(parse_action(text), table_id, command_id, expected_version)
 
 
 # --- fairness and rejections ---------------------------------------------------------------------

@@ -11,7 +11,13 @@ latest version (``TableService.load``, cached) and sends at most one command:
   goes out as its wire command (``events.mapping.to_wire_command``);
 * between deals (deal over or none yet, both seats taken, match not over) and a seat holds a
   bot: the lowest bot seat sends ``next_deal`` at once.  A human who sent ``next_deal`` first
-  moved the version on, so the bot's command is then rejected as stale and changes nothing.
+  moved the version on, so the bot's command is then rejected as stale and changes nothing;
+* a bot that cannot move (no bot of its name, it raises, or it chooses a move the rules refuse)
+  is reported, not only logged: the runner sends ``report_bot_failure`` as the bot's seat, with
+  a stable code (``bot/unknown``, ``bot/failed``, ``bot/illegal_action``) and a message that
+  quotes no card, and the engine worker appends a public ``bot_failed`` event; the public
+  view shows it on the seat (``bot_failure``) until the table's next event.  While it stands
+  the runner does not try that bot again (its own event would wake it: no loop).
 
 The command goes to ``<ns>:{sNN}:cmd`` like a person's (fields ``c``, ``s`` = the bot's seat,
 ``r``), with the command id ``bot-<version>-<seat>`` (version zero-padded to four digits, e.g.
@@ -35,13 +41,19 @@ from __future__ import annotations
 
 import asyncio
 import random
+import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from redis.asyncio import Redis
 
+from engine.actions import Action, Play
 from engine.bots import Bot, make_bot
+from engine.errors import EngineError
+from engine.game import decide
+from engine.state import Match
 from events import commands as wc
 from events.mapping import to_wire_command
 from services import log as service_log
@@ -49,15 +61,16 @@ from services.collector import settle_long_lived
 from services.feed_follower import (
     FeedFollower,
     between_deals,
+    follow_through_outages,
     run_until_signal,
     submit_command,
     time_ms,
     unique_tables,
 )
 from services.lru import Lru
+from services.outage import connect_when_up
 from services.settings import Settings, load_settings
 from services.store.base import FeedEntry
-from services.store.client import connect
 from services.store.keys import KeySpace
 from services.store.redis_store import RedisEventStore
 from services.table import Table
@@ -82,9 +95,27 @@ class BotCommand:
     command: wc.Command
 
 
+class BotError(Exception):
+    """The bot on ``seat`` could not choose its move: a stable ``code`` and a public message
+    (never the bot's own error text, which may name a card of its hand)."""
+
+    def __init__(self, seat: int, bot: str, code: str, message: str) -> None:
+        super().__init__(message)
+        self.seat = seat
+        self.bot = bot
+        self.code = code
+        self.message = message
+
+
 def bot_command_id(version: int, seat: int) -> str:
     """Return the deterministic command id of a bot's move at ``version``: ``bot-0012-1``."""
     return f"bot-{version:04d}-{seat}"
+
+
+def bot_failure_id(version: int, seat: int) -> str:
+    """Return the command id of the report of a bot's failure at ``version``:
+    ``bot-0012-1-failed``."""
+    return f"{bot_command_id(version, seat)}-failed"
 
 
 def bot_rng(table_id: str, version: int, seat: int) -> random.Random:
@@ -100,7 +131,8 @@ def bot_seats(table: Table) -> list[int]:
 def bot_command(table: Table, bot_for: Callable[[str], Bot] = make_bot) -> BotCommand | None:
     """Return the command a bot seat of ``table`` sends now, or None when no bot is due.
 
-    ``bot_for`` returns the bot of a name (raises KeyError for an unknown one).
+    ``bot_for`` returns the bot of a name (raises KeyError for an unknown one).  Raises
+    :class:`BotError` when the bot due cannot move (:func:`failure_command` reports it).
     """
     match = table.match
     if match is None or match.over:
@@ -109,9 +141,10 @@ def bot_command(table: Table, bot_for: Callable[[str], Bot] = make_bot) -> BotCo
     seat = match.to_act
     if seat is not None:
         holder = table.seats[seat]
-        if holder is None or not holder.bot:
-            return None
-        action = bot_for(holder.bot).choose(match, seat, bot_rng(table.table_id, version, seat))
+        if holder is None or not holder.bot or holder.failure is not None:
+            return None  # no bot, or its failure stands: the next event lets it try again
+        rng = bot_rng(table.table_id, version, seat)
+        action = _choose(holder.bot, bot_for, match, seat, rng)
         command = to_wire_command(action, table.table_id, bot_command_id(version, seat), version)
         return BotCommand(table.table_id, version, seat, command)
     seats = bot_seats(table)
@@ -124,6 +157,48 @@ def bot_command(table: Table, bot_for: Callable[[str], Bot] = make_bot) -> BotCo
         expected_version=version,
     )
     return BotCommand(table.table_id, version, seat, next_deal)
+
+
+def _choose(
+    name: str, bot_for: Callable[[str], Bot], match: Match, seat: int, rng: random.Random
+) -> Action:
+    """The move the bot ``name`` chooses on ``seat``; raises :class:`BotError` when there is no
+    such bot, when it raises, or when the rules refuse its move."""
+    try:
+        bot = bot_for(name)
+    except KeyError:
+        raise BotError(seat, name, "bot/unknown", f"no bot is named {name!r}") from None
+    try:
+        action = bot.choose(match, seat, rng)
+    except Exception as error:
+        message = f"the {name} bot raised {type(error).__name__} choosing its move"
+        raise BotError(seat, name, "bot/failed", message) from error
+    try:
+        decide(match, Play(seat, action))
+    except (EngineError, TypeError, ValueError) as error:
+        code = getattr(error, "code", type(error).__name__)
+        message = f"the {name} bot chose a move the rules refuse ({code})"
+        raise BotError(seat, name, "bot/illegal_action", message) from error
+    return action
+
+
+def failure_command(table: Table, error: BotError) -> BotCommand:
+    """Return the report of a bot's failure at the table's version, sent as the bot's seat."""
+    report = wc.ReportBotFailure(
+        command_id=bot_failure_id(table.version, error.seat),
+        table_id=table.table_id,
+        expected_version=table.version,
+        code=error.code,
+        message=error.message,
+    )
+    return BotCommand(table.table_id, table.version, error.seat, report)
+
+
+def _where(error: BaseException) -> str | None:
+    """Where the bot's own error was raised (file and line): for the log, without its text."""
+    cause = error.__cause__
+    frames = traceback.extract_tb(cause.__traceback__) if cause is not None else []
+    return f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else None
 
 
 class BotsRunner:
@@ -176,9 +251,18 @@ class BotsRunner:
             return None
         try:
             move = bot_command(table, self.bot)
-        except (KeyError, ValueError) as error:  # an unknown bot name; a bot refusing the state
-            self.log.error("bot_failed", table=table_id, version=table.version, error=str(error))
-            return None
+        except BotError as error:  # reported to the table, not only logged
+            self.log.error(
+                "bot_failed",
+                table=table_id,
+                version=table.version,
+                seat=error.seat,
+                bot=error.bot,
+                code=error.code,
+                error=type(error.__cause__).__name__ if error.__cause__ else None,
+                at=_where(error),
+            )
+            move = failure_command(table, error)
         if move is None:
             return None
         entry_id = await submit_command(
@@ -204,8 +288,10 @@ async def run_bots(
     block_ms: int = 500,
 ) -> None:
     """Follow every shard feed and play the bot seats until ``stop`` is set."""
-    client = connect(settings.redis_url)
     log: Any = service_log.get_logger("bots_runner")
+    client = await connect_when_up(settings.redis_url, log, stop)
+    if client is None:
+        return
     try:
         runner = BotsRunner(client, settings.keys)
         follower = FeedFollower(
@@ -217,8 +303,7 @@ async def run_bots(
             linger_ms=LINGER_MS,
         )
         log.info("bots_runner_started", shards=settings.shards, namespace=settings.namespace)
-        async for batch in follower.batches(stop):
-            await runner.handle(batch)
+        await follow_through_outages(follower, runner.handle, stop, log)
     finally:
         await client.aclose()
         log.info("bots_runner_stopped")

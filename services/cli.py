@@ -19,7 +19,17 @@ from collections.abc import Callable, Sequence
 from importlib import metadata
 from typing import TypeAlias
 
-from services import archive, audit, loadtest, project_cli, replay, selfplay, serve
+from services import (
+    archive,
+    audit,
+    chaos,
+    loadtest,
+    lobby_cli,
+    project_cli,
+    replay,
+    selfplay,
+    serve,
+)
 from services.store import spread
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -36,6 +46,8 @@ SUBCOMMANDS: list[tuple[str, Registrar]] = [
     ("shards", spread.add_parser),
     ("loadtest", loadtest.add_parser),
     ("archive", archive.add_parser),
+    ("lobby", lobby_cli.add_parser),
+    ("chaos", chaos.add_parser),
 ]
 
 

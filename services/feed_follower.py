@@ -34,8 +34,8 @@ from typing import Any, cast
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from engine.state import Phase
 from events import commands as wc
+from services.outage import OUTAGE_ERRORS, Outage
 from services.store.base import FeedEntry
 from services.store.keys import KeySpace
 from services.store.stream_watch import StreamWatch, xread_split
@@ -160,6 +160,27 @@ class FeedFollower:
                 await asyncio.sleep(self.linger_ms / 1000)
 
 
+async def follow_through_outages(
+    follower: FeedFollower,
+    handle: Callable[[list[FeedEntry]], Awaitable[object]],
+    stop: asyncio.Event | None,
+    log: Any,
+) -> None:
+    """Run ``handle`` on each of ``follower``'s batches until ``stop`` is set, waiting out a
+    Redis outage (:class:`services.outage.Outage`) instead of failing: after one, the follower
+    starts again from its checkpoints (the batch in hand is read again: at least once)."""
+    outage = Outage(log, f"follow:{follower.name}")
+    while stop is None or not stop.is_set():
+        try:
+            await follower.load_checkpoints()
+            outage.ok()
+            async for batch in follower.batches(stop):
+                await handle(batch)
+            return
+        except OUTAGE_ERRORS as error:
+            await outage.wait(error, stop)
+
+
 def unique_tables(entries: Iterable[FeedEntry]) -> list[str]:
     """Return the table ids of ``entries``, each once, in the order of their last entry."""
     last: dict[str, None] = {}
@@ -184,9 +205,7 @@ def between_deals(table: Table) -> bool:
     after each deal but the last.
     """
     match = table.match
-    if match is None or match.over or None in table.seats:
-        return False
-    return match.deal is None or match.deal.phase is Phase.OVER
+    return match is not None and None not in table.seats and match.between_deals
 
 
 async def submit_command(

@@ -147,6 +147,14 @@ def _line(event: wd.EventModel, deals: _Deals, current: int, seat: int | None) -
     if isinstance(event, wd.PlayerJoined):
         who = f" (bot {event.bot})" if event.bot else ""
         return [f"seat {event.seat}: {event.name}{who}"]
+    if isinstance(event, wd.PlayerLeft):
+        return [f"seat {event.seat}: left before the first deal"]
+    if isinstance(event, wd.RematchAgreed):
+        return [f"seat {event.seat}: agrees to a rematch"]
+    if isinstance(event, wd.RematchOpened):
+        return [f"rematch at table {event.next_table_id}"]
+    if isinstance(event, wd.BotFailed):
+        return [f"seat {event.seat}: the {event.bot} bot failed, {event.code}: {event.message}"]
     if isinstance(event, wd.DealStarted):
         return [f"committed to the deck: {event.commitment} ({event.algorithm})"]
     if isinstance(event, wd.HandDealt):

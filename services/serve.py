@@ -5,8 +5,9 @@ It finds or starts Redis (``services.redis_server.resolve_redis``: ``REDIS_URL``
 starts each service as a child process in this process group: the engine workers, the
 projector, the bots runner, the turn clock, the gateway and, when ``CONQUIAN_ARCHIVE_DIR`` is
 set, the archiver of finished tables (``docs/archive.md``).  It prints the URL once the gateway
-is ready.  A child that dies is restarted (with a growing pause); Ctrl-C or SIGTERM stops every
-child, then Redis, cleanly.
+is ready.  :class:`services.supervisor.Supervisor` restarts a child that dies, and the private
+Redis (same port, data folder and AOF) if it dies; Ctrl-C or SIGTERM stops every child, then
+Redis, cleanly.
 """
 
 from __future__ import annotations
@@ -14,48 +15,32 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import subprocess
+import socket
 import sys
 import time
 import urllib.request
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from services.supervisor import Child, Supervisor
 
 if TYPE_CHECKING:
     from services.cli import Subparsers
 
-STOP_TIMEOUT_S = 15.0
 READY_TIMEOUT_S = 60.0
-
-
-@dataclass
-class Child:
-    """One supervised service process: its command line, process and restart bookkeeping."""
-
-    name: str
-    argv: list[str]
-    process: subprocess.Popen[bytes] | None = None
-    restarts: int = 0
-    next_start: float = 0.0
-    started: float = field(default=0.0)
-
-    def start(self, env: dict[str, str]) -> None:
-        """Start the process (stdout and stderr go to ours: JSON log lines)."""
-        self.process = subprocess.Popen(self.argv, env=env)
-        self.started = time.monotonic()
-
-    def poll_died(self) -> int | None:
-        """Return the exit status if the process has ended, else None."""
-        return None if self.process is None else self.process.poll()
 
 
 def children(args: argparse.Namespace, archive: bool = False) -> list[Child]:
     """Return the services to run: engine workers, projector, bots, clock and gateway, and
     with ``archive`` (``CONQUIAN_ARCHIVE_DIR`` set) the archiver."""
     py = sys.executable
-    out = [
-        Child(f"engine-worker-{i}", [py, "-m", "services.engine_worker"])
+    prefix = f"{socket.gethostname()}-serve{os.getpid()}"
+    out = [  # a fixed id each: a worker restarted takes its own leases back at once
+        Child(
+            f"engine-worker-{i}",
+            [py, "-m", "services.engine_worker"],
+            env={"CONQUIAN_WORKER_ID": f"{prefix}-w{i}"},
+        )
         for i in range(args.workers)
     ]
     out += [
@@ -107,7 +92,7 @@ def add_parser(subparsers: Subparsers, name: str) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Start Redis and every service, print the URL, supervise until Ctrl-C or SIGTERM."""
     from services.log import configure, get_logger
-    from services.redis_server import redact_url, resolve_redis
+    from services.redis_server import redact_url, resolve_server
     from services.settings import load_settings
 
     configure(os.environ.get("CONQUIAN_LOG_LEVEL", "INFO"))
@@ -122,29 +107,32 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    with resolve_redis(args.data_dir) as redis_url:
+    with resolve_server(args.data_dir) as (redis_url, server):
         env = {**os.environ, "REDIS_URL": redis_url, "PYTHONUNBUFFERED": "1"}
-        log.info("redis ready", redis=redact_url(redis_url))
-        procs = children(args, archive=bool(load_settings().archive_dir))
-        for child in procs:
-            child.start(env)
+        log.info("redis ready", redis=redact_url(redis_url), pid=server and server.pid)
+        supervisor = Supervisor(
+            children(args, archive=bool(load_settings().archive_dir)), env, log, server
+        )
+        supervisor.start()
         url = f"http://{args.host}:{args.port}"
-        if _wait_ready(url, stopping):
+        if _wait_ready(url, stopping, supervisor):
             sys.stdout.write(
                 f"Conquian is running at {url}  (API docs: {url}/docs)\n"
                 f"Redis: {redact_url(redis_url)}  (conquian audit/replay --redis-url)\n"
                 "Press Ctrl-C to stop.\n"
             )
             sys.stdout.flush()
-        _supervise(procs, env, stopping, log)
-        _stop_all(procs, log)
+        supervisor.run(stopping)
+        supervisor.stop()
     log.info("stopped")
     return 0
 
 
-def _wait_ready(url: str, stopping: list[int]) -> bool:
+def _wait_ready(url: str, stopping: list[int], supervisor: Supervisor) -> bool:
+    """Wait until the gateway says it is ready, restarting what dies meanwhile."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline and not stopping:
+        supervisor.check(time.monotonic())
         try:
             with urllib.request.urlopen(f"{url}/readyz", timeout=1) as response:
                 if response.status == 200:
@@ -153,41 +141,3 @@ def _wait_ready(url: str, stopping: list[int]) -> bool:
             pass
         time.sleep(0.2)
     return False
-
-
-def _supervise(procs: list[Child], env: dict[str, str], stopping: list[int], log: Any) -> None:
-    """Restart children that die, with a pause that grows with each restart, until stopped."""
-    while not stopping:
-        now = time.monotonic()
-        for child in procs:
-            status = child.poll_died()
-            if status is None:
-                continue
-            if child.next_start == 0.0:
-                if now - child.started > 60:
-                    child.restarts = 0
-                pause = min(30.0, 0.5 * 2**child.restarts)
-                child.next_start = now + pause
-                log.warning("service died", service=child.name, status=status, restart_in_s=pause)
-            elif now >= child.next_start:
-                child.restarts += 1
-                child.next_start = 0.0
-                child.start(env)
-        time.sleep(0.2)
-
-
-def _stop_all(procs: list[Child], log: Any) -> None:
-    """Send SIGTERM to every child, wait, then SIGKILL what is left."""
-    for child in procs:
-        if child.process is not None and child.process.poll() is None:
-            child.process.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    for child in procs:
-        if child.process is None:
-            continue
-        try:
-            child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            log.warning("service did not stop; killing it", service=child.name)
-            child.process.kill()
-            child.process.wait()

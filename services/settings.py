@@ -42,7 +42,9 @@ class Settings(BaseSettings):
     finished_command_ids_ms: int = Field(default=3_600_000, ge=0)
     """How long a table's command ids stay once its match is over (0: for ever); a duplicate
     sent later is decided again and refused (``services.store.redis_store``)."""
-    lease_ms: int = Field(default=10_000, ge=1_000)
+    lease_ms: int = Field(default=1_500, ge=1_000)
+    """Shard lease period of the engine workers and projectors: a dead owner's shards are
+    taken over within about this long (docs/services.md, "Taking over a dead worker's shards")."""
     projector_linger_ms: int = Field(default=50, ge=0, le=5_000)
     """How long a projector waits after a round that found every view current (the engine
     workers store views with their appends): its next round then reads a bigger batch."""
@@ -65,6 +67,21 @@ class Settings(BaseSettings):
         description="fraction of hint messages the engine workers and projectors drop instead "
         "of publishing: a fault for tests that no waiter rests on hints; 0 in production",
     )
+    rate_seat_per_s: float = 50.0
+    """Commands a second one seat may send, HTTP and WebSocket together (0: no limit); a burst
+    of ``rate_seat_burst`` goes at once (``services.gateway.rate_limit``, ``docs/api.md``)."""
+    rate_seat_burst: float = Field(default=100.0, ge=1.0)
+    rate_address_per_s: float = 200.0
+    """Creates, joins and commands a second from one client address (0: no limit)."""
+    rate_address_burst: float = Field(default=400.0, ge=1.0)
+    rate_create_per_s: float = 2.0
+    """Tables a second one client address may create (0: no limit)."""
+    rate_create_burst: float = Field(default=20.0, ge=1.0)
+    rate_exempt: str = "127.0.0.0/8,::1/128"
+    """Addresses or networks (comma-separated) whose requests are not limited: loopback by
+    default, so that ``make run``, the tests and the load tool on this machine are not
+    throttled.  Behind a proxy, have uvicorn take the client's address from it
+    (``--proxy-headers --forwarded-allow-ips``)."""
     insecure_deal_key: str | None = Field(
         default=None,
         description="hex key that makes decks predictable; benchmarks and tests only",

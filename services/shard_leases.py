@@ -2,7 +2,12 @@
 
 A shard is owned through its lease key ``<ns>:{sNN}:lease`` holding the owner's worker id:
 
-* **acquire**: ``SET key <worker> NX PX lease_ms``; only a free shard can be taken;
+* **acquire**: a script sets ``<worker> PX lease_ms`` only if the key is absent (a free shard)
+  or already holds ``<worker>``: a worker restarted under the same id (``conquian serve``'s
+  supervisor, a container restarted in its pod) takes back at once the shards its previous
+  process held, instead of waiting for their leases to expire.  Worker ids are unique per live
+  process (the previous process is dead: its supervisor reaped it), so two live processes never
+  hold one lease (``docs/services.md``, "Taking over a dead worker's shards");
 * **renew**: a script sets a new ``PX`` only if the value is still ours (compare-and-renew), so
   a worker whose lease expired and was taken never extends somebody else's lease;
 * **release**: a script deletes the key only if the value is ours (clean shutdown, rebalance).
@@ -36,6 +41,7 @@ from services.store.client import load_missing
 from services.store.keys import KeySpace
 
 __all__ = [
+    "ACQUIRE_LUA",
     "HEARTBEAT_LUA",
     "PRUNE_LEASES",
     "RELEASE_LUA",
@@ -47,6 +53,17 @@ __all__ = [
     "preference",
     "registry_key",
 ]
+
+ACQUIRE_LUA = """#!lua
+local holder = redis.call('GET', KEYS[1])
+if holder == false or holder == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+return 0
+"""
+"""Take a free lease or one our id already holds: KEYS[1] the lease, ARGV[1] our worker id,
+ARGV[2] lease ms; 1 if taken."""
 
 RENEW_LUA = """#!lua
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -128,6 +145,7 @@ class ShardLeases:
         self.keys = keys
         self.worker_id = worker_id
         self.lease_ms = lease_ms
+        self._acquire = client.register_script(ACQUIRE_LUA)
         self._renew = client.register_script(RENEW_LUA)
         self._release = client.register_script(RELEASE_LUA)
 
@@ -158,16 +176,22 @@ class ShardLeases:
         return {shard: _text(value) for shard, value in enumerate(replies)}
 
     async def acquire(self, shards: Sequence[int]) -> tuple[list[int], float]:
-        """Try to take each of ``shards``; return the ones taken and the monotonic time the
-        requests were sent (each lease is valid until that time plus ``lease_ms``)."""
+        """Try to take each of ``shards`` (free, or held under our id by a previous process of
+        ours); return the ones taken and the monotonic time the requests were sent (each lease
+        is valid until that time plus ``lease_ms``)."""
         if not shards:
             return [], time.monotonic()
         sent = time.monotonic()
+        await load_missing(self.client, [self._acquire])
         async with self.client.pipeline(transaction=False) as pipe:
             for shard in shards:
-                pipe.set(lease_key(self.keys, shard), self.worker_id, nx=True, px=self.lease_ms)
+                await self._acquire(
+                    keys=[lease_key(self.keys, shard)],
+                    args=[self.worker_id, self.lease_ms],
+                    client=pipe,
+                )
             replies = await pipe.execute()
-        return [s for s, ok in zip(shards, replies, strict=True) if ok], sent
+        return [s for s, ok in zip(shards, replies, strict=True) if int(ok)], sent
 
     async def renew(self, shards: Sequence[int]) -> tuple[dict[int, bool], float]:
         """Extend our lease of each of ``shards``; return which are still ours and the

@@ -38,11 +38,27 @@ class Head(Protocol):
 
 
 @dataclass(frozen=True)
+class BotFailure:
+    """Why a seat's bot could not move (a ``bot_failed`` event): a stable code and a message."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
 class SeatHolder:
-    """Who holds a seat: a display name and, for a bot, the bot's name."""
+    """Who holds a seat: a display name and, for a bot, the bot's name and its standing
+    failure (the last event was its ``bot_failed``; any later event clears it)."""
 
     name: str
     bot: str | None = None
+    failure: BotFailure | None = None
+
+    def public(self) -> dict[str, object]:
+        """The seat as the public view shows it: ``name``, ``bot``, ``bot_failure``."""
+        failure = self.failure
+        shown = None if failure is None else {"code": failure.code, "message": failure.message}
+        return {"name": self.name, "bot": self.bot, "bot_failure": shown}
 
 
 @dataclass(frozen=True)
@@ -58,6 +74,10 @@ class Table:
     seeds: Mapping[int, bytes] = field(default_factory=dict)
     algorithms: Mapping[int, str] = field(default_factory=dict)
     token_hashes: Mapping[int, str] = field(default_factory=dict)
+    rematch_agreed: frozenset[int] = frozenset()
+    """The seats whose player asked for a rematch after the match (``rematch_agreed``)."""
+    rematch_table: str | None = None
+    """The rematch's table once both seats agreed (``rematch_opened``)."""
 
     @property
     def exists(self) -> bool:
@@ -86,8 +106,10 @@ class Table:
             kind, _, number = key.partition(":")
             if kind == "seed":
                 seeds[int(number)] = parse_seed(value)
-            elif kind == "token":
+            elif kind == "token" and value:  # emptied when its player left the seat
                 tokens[int(number)] = value
+            elif kind == "token":
+                tokens.pop(int(number), None)
         return changed(self, seeds=seeds, token_hashes=tokens)
 
     def next(
@@ -118,17 +140,39 @@ class Table:
         return changed(table, match=match)
 
     def _seated(self, event: wd.TableEvent) -> Table:
-        """Return the table with what an event changes besides the match: a seat taken, the
-        turn clock, a deal's shuffle algorithm (the table itself for any other event)."""
+        """Return the table with what an event changes besides the match: a seat taken or
+        given up, a bot's failure (standing until the next event), the turn clock, a deal's
+        shuffle algorithm, the rematch (the table itself for any other event)."""
+        if isinstance(event, wd.BotFailed):
+            holder = self.seats[event.seat]
+            if holder is None:  # never decided so; a fold takes the stream as it is
+                return self
+            failed = changed(holder, failure=BotFailure(event.code, event.message))
+            return changed(self, seats=_with_seat(self.seats, event.seat, failed))
+        table = self
+        if any(h is not None and h.failure is not None for h in self.seats):
+            cleared = [None if h is None else changed(h, failure=None) for h in self.seats]
+            table = changed(self, seats=(cleared[0], cleared[1]))
         if isinstance(event, wd.PlayerJoined):
             holder = SeatHolder(event.name, event.bot)
-            seats = (holder, self.seats[1]) if event.seat == 0 else (self.seats[0], holder)
-            return changed(self, seats=seats)
+            return changed(table, seats=_with_seat(table.seats, event.seat, holder))
+        if isinstance(event, wd.PlayerLeft):
+            return changed(table, seats=_with_seat(table.seats, event.seat, None))
+        if isinstance(event, wd.RematchAgreed):
+            return changed(table, rematch_agreed=table.rematch_agreed | {event.seat})
+        if isinstance(event, wd.RematchOpened):
+            return changed(table, rematch_table=event.next_table_id)
         if isinstance(event, wd.TableCreated):
-            return changed(self, turn_seconds=event.turn_seconds)
+            return changed(table, turn_seconds=event.turn_seconds)
         if isinstance(event, wd.DealStarted):
-            return changed(self, algorithms={**self.algorithms, event.number: event.algorithm})
-        return self
+            return changed(table, algorithms={**table.algorithms, event.number: event.algorithm})
+        return table
+
+
+def _with_seat(
+    seats: tuple[SeatHolder | None, SeatHolder | None], seat: int, holder: SeatHolder | None
+) -> tuple[SeatHolder | None, SeatHolder | None]:
+    return (holder, seats[1]) if seat == 0 else (seats[0], holder)
 
 
 def fold_table(

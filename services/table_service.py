@@ -5,7 +5,9 @@
 engine, turns the engine's events into wire events (a new deal gets a fresh secret seed whose
 commitment is published; a finished deal reveals it), and appends them with the command id in
 one atomic store call.  A rejection is recorded under the command id too, so a redelivered
-command gets the first answer and changes nothing.
+command gets the first answer and changes nothing.  The id is the sending seat's
+(``services.store.keys.command_key``): the other seat's command with the same id is refused,
+``command/id_taken``, and the refusal recorded for that seat.
 
 ``insecure_deal_key`` makes every seed and first dealer a keyed function of the table id and
 deal number, so that a benchmark or a test can compute whole games in advance.  Anyone holding
@@ -38,6 +40,7 @@ from services import compact_json
 from services.log import get_logger
 from services.lru import Lru
 from services.store.base import AppendRequest, AppendResult, EventStore, VersionConflict
+from services.store.keys import command_key, other_command_keys
 from services.table import SEED_KEY, TOKEN_KEY, SeatHolder, Table, fold_table
 from services.views_fold import table_views
 
@@ -112,6 +115,17 @@ SEALS_IN_FLIGHT = 4
 tables ended 774 on one step); one connection a seal took the client's whole pool (redis-py's
 100), and the worker's appends and acknowledgements failed with it (docs/performance.md,
 "Lost hints")."""
+
+ID_TAKEN = compact_json.dumps(
+    {
+        "ok": False,
+        "code": "command/id_taken",
+        "message": "another seat used this command id at this table: "
+        "send the command with an id of your own",
+    }
+)
+"""The result the store records for a command whose id another seat (or a create or join) used
+at the table (``services.store.keys.other_command_keys``)."""
 
 DECISION_ERRORS = (EngineError, ContractError, TableError, ValueError)
 """The errors that reject a command: its rejection is recorded under its id."""
@@ -208,6 +222,8 @@ class TableService:
 
         ``execute`` and ``services.table_batch.execute_many`` both append what this plans.
         """
+        key = command_key(command.command_id, seat)
+        taken = other_command_keys(command.command_id, seat)
         try:
             decision = self.decide(table, command, seat)
         except DECISION_ERRORS as error:
@@ -217,9 +233,11 @@ class TableService:
                 table.table_id,
                 table.version,
                 table.hash,
-                command.command_id,
+                key,
                 (),
                 compact_json.dumps(result),
+                taken_by=taken,
+                taken_result=ID_TAKEN,
             )
             return Plan(table, command, seat, request, result, None)
         result = {"ok": True, **decision.result}
@@ -228,12 +246,14 @@ class TableService:
             table.table_id,
             table.version,
             table.hash,
-            command.command_id,
+            key,
             [_body(e, command.command_id, now) for e in decision.events],
             compact_json.dumps(result),
             decision.secrets or None,
             _status(table, decision.events),
             self.views_after(following, now) if decision.events else None,
+            taken,
+            ID_TAKEN,
         )
         return Plan(table, command, seat, request, result, following)
 
@@ -243,6 +263,8 @@ class TableService:
         sealed (:meth:`seal_soon`)."""
         if appended.duplicate:
             return _replayed(appended)
+        if appended.refused:  # the command id is another seat's
+            return Outcome(False, json.loads(appended.result), table=plan.table)
         if plan.following is None:
             return Outcome(False, plan.result, table=plan.table)
         new = plan.following.stored_as(appended)
@@ -315,6 +337,12 @@ class TableService:
             return self._join(table, command)
         if seat is None or table.seats[seat] is None:
             raise TableError("seat/required", "only a seated player may send this command")
+        if isinstance(command, wc.LeaveTable):
+            return self._leave(table, seat)
+        if isinstance(command, wc.Rematch):
+            return self._rematch(table, command, seat)
+        if isinstance(command, wc.ReportBotFailure):
+            return self._bot_failed(table, command, seat)
         if isinstance(command, wc.NextDeal):
             if None in table.seats:
                 raise TableError("table/not_full", "a deal starts only with both seats taken")
@@ -367,6 +395,44 @@ class TableService:
                 decision.result,
             )
         return decision
+
+    def _leave(self, table: Table, seat: int) -> Decision:
+        """Free ``seat`` before the first deal; its token hash is emptied with the event."""
+        if table.deal_number > 0:
+            raise TableError(
+                "table/started",
+                f"table {table.table_id} has dealt: a seat is given up only before the first deal",
+            )
+        secrets = {TOKEN_KEY.format(seat=seat): ""} if self.token_hasher is not None else {}
+        return Decision([wd.PlayerLeft(seat=seat)], table.match, secrets, {"seat": seat})
+
+    def _rematch(self, table: Table, command: wc.Rematch, seat: int) -> Decision:
+        """Record ``seat``'s wish to play again; when every seat agrees (a bot at once), open
+        the rematch at ``command.next_table_id``.  Asking again changes nothing."""
+        if table.match is None or not table.match.over:
+            raise TableError(
+                "table/not_over", f"the match of table {table.table_id} is not over yet"
+            )
+        if command.next_table_id == table.table_id:
+            raise TableError("command/invalid", "a rematch is at another table")
+        events: list[wd.TableEvent] = []
+        if seat not in table.rematch_agreed:
+            events.append(wd.RematchAgreed(seat=seat))
+        bots = {s for s, h in enumerate(table.seats) if h is not None and h.bot is not None}
+        agreed = sorted(table.rematch_agreed | {seat} | bots)
+        opened = table.rematch_table
+        if opened is None and len(agreed) == 2:
+            opened = command.next_table_id
+            events.append(wd.RematchOpened(next_table_id=opened))
+        result = {"seat": seat, "rematch": {"agreed": agreed, "table_id": opened}}
+        return Decision(events, table.match, {}, result)
+    def _bot_failed(self, table: Table, command: wc.ReportBotFailure, seat: int) -> Decision:
+        """Record that the seat's bot could not move (the bots runner sends this as the bot)."""
+        holder = table.seats[seat]
+        if holder is None or holder.bot is None:
+            raise TableError("command/unsupported", f"seat {seat} holds no bot to report on")
+        failed = wd.BotFailed(seat=seat, bot=holder.bot, code=command.code, message=command.message)
+        return Decision([failed], table.match)
 
     def _next_deal(self, table: Table) -> Decision:
         seed = self._seed(table.table_id, table.deal_number + 1)

@@ -54,7 +54,6 @@ Run with ``python -m services.turn_clock`` (settings from the environment, servi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -72,15 +71,16 @@ from services.collector import settle_long_lived
 from services.feed_follower import (
     FeedFollower,
     between_deals,
+    follow_through_outages,
     run_until_signal,
     submit_command,
     time_ms,
     unique_tables,
 )
 from services.lru import Lru
+from services.outage import OUTAGE_ERRORS, Outage, connect_when_up, pause
 from services.settings import Settings, load_settings
 from services.store.base import FeedEntry
-from services.store.client import connect
 from services.store.keys import KeySpace
 from services.store.redis_store import RedisEventStore
 from services.table import Table
@@ -360,8 +360,10 @@ async def run_clock(
     ``clock`` (ms since the epoch) decides what is due; inject one in tests.
     """
     stop = stop or asyncio.Event()
-    client = connect(settings.redis_url)
     log: Any = service_log.get_logger("turn_clock")
+    client = await connect_when_up(settings.redis_url, log, stop)
+    if client is None:
+        return
     turn_clock = TurnClock(client, settings.keys, clock=clock, lease_ms=settings.claim_idle_ms)
     follower = FeedFollower(
         client,
@@ -373,14 +375,18 @@ async def run_clock(
     )
 
     async def arm() -> None:
-        async for batch in follower.batches(stop):
-            await turn_clock.handle(batch)
+        await follow_through_outages(follower, turn_clock.handle, stop, log)
 
     async def fire() -> None:
+        outage = Outage(log, "fire")
         while not stop.is_set():
-            await turn_clock.tick()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), tick_ms / 1000)
+            try:
+                await turn_clock.tick()
+            except OUTAGE_ERRORS as error:
+                await outage.wait(error, stop)
+                continue
+            outage.ok()
+            await pause(stop, tick_ms / 1000)
 
     log.info("turn_clock_started", shards=settings.shards, namespace=settings.namespace)
     try:

@@ -30,12 +30,15 @@ for views in between raises :class:`FoldError`.
 View parts (JSON strings, keys in a fixed order, so equal states give equal bytes), stored as
 ``services.view_parts`` says:
 
-``public``     ``table_id``, ``version``, ``status``, ``seats``, ``turn_seconds``, ``to_act``,
+``public``     ``table_id``, ``version``, ``status``, ``seats`` (``name``, ``bot``,
+               ``bot_failure``: ``{code, message}`` while a ``bot_failed`` is the newest
+               event, else null), ``turn_seconds``, ``to_act``,
                ``updated_at`` (ms, time of the newest event), then the spectator view's fields
                without ``seat`` and ``legal_actions`` (rules, scores, the deal with its tables,
                centre card, counts and phase);
 ``seat0/1``    ``table_id``, ``version``, then ``engine.views.seat_parts`` (the seat, its own
-               hand, its legal actions when it acts).
+               hand, its legal actions when it acts, and ``next_deal`` between deals once both
+               seats are taken: either player may start the next deal).
 """
 
 from __future__ import annotations
@@ -87,6 +90,8 @@ class TableFold:
     __slots__ = (
         "_pending",
         "match",
+        "rematch_agreed",
+        "rematch_table",
         "seats",
         "table_id",
         "turn_seconds",
@@ -101,6 +106,8 @@ class TableFold:
         self.seats: list[dict[str, Any] | None] = [None, None]
         self.turn_seconds: int | None = None
         self.updated_at: int | None = None
+        self.rematch_agreed: frozenset[int] = frozenset()
+        self.rematch_table: str | None = None
         self._pending: _PendingDeal | None = None
 
     # --- folding -------------------------------------------------------------------------------
@@ -131,8 +138,23 @@ class TableFold:
 
     def apply(self, event: wd.EventModel, version: int) -> None:
         """Fold one wire event at ``version`` (the caller checks the order)."""
+        if isinstance(event, wd.BotFailed):
+            seat = self.seats[event.seat]
+            if seat is not None:  # as services.table: the failure stands until the next event
+                seat["bot_failure"] = {"code": event.code, "message": event.message}
+            self.version = version
+            return
+        for seat in self.seats:
+            if seat is not None and seat["bot_failure"] is not None:
+                seat["bot_failure"] = None
         if isinstance(event, wd.PlayerJoined):
-            self.seats[event.seat] = {"name": event.name, "bot": event.bot}
+            self.seats[event.seat] = {"name": event.name, "bot": event.bot, "bot_failure": None}
+        elif isinstance(event, wd.PlayerLeft):
+            self.seats[event.seat] = None
+        elif isinstance(event, wd.RematchAgreed):
+            self.rematch_agreed |= {event.seat}
+        elif isinstance(event, wd.RematchOpened):
+            self.rematch_table = event.next_table_id
         elif isinstance(event, wd.TableCreated):
             self.turn_seconds = event.turn_seconds
             self._evolve(to_engine(event))
@@ -194,9 +216,13 @@ class TableFold:
         match = self.match
         if match is None or self._pending is not None:
             raise FoldError(f"table {self.table_id} at version {self.version} has no views")
-        seats = [None if s is None else dict(s) for s in self.seats]  # the fold keeps its own
+        seats = [  # the fold keeps its own
+            None if s is None else {**s, "bot_failure": _copy(s["bot_failure"])} for s in self.seats
+        ]
+        bots = {i for i, s in enumerate(seats) if s is not None and s.get("bot") is not None}
+        rematch = rematch_view(self.rematch_agreed, bots, self.rematch_table)
         return view_dicts(
-            self.table_id, self.version, match, seats, self.turn_seconds, self.updated_at
+            self.table_id, self.version, match, seats, self.turn_seconds, self.updated_at, rematch
         )
 
     def views(self) -> dict[str, str]:
@@ -218,6 +244,16 @@ def status_of(match: Match | None) -> str:
     return "playing"
 
 
+def rematch_view(
+    agreed: frozenset[int], bots: set[int], table: str | None
+) -> dict[str, Any] | None:
+    """Return the ``rematch`` of a public view once a seat asked for one (None before): the
+    seats that agreed (a bot's at once) and the rematch's table once both did."""
+    if not agreed:
+        return None
+    return {"agreed": sorted(agreed | bots), "table_id": table}
+
+
 def view_dicts(
     table_id: str,
     version: int,
@@ -225,18 +261,22 @@ def view_dicts(
     seats: list[dict[str, Any] | None],
     turn_seconds: int | None,
     updated_at: int | None,
+    rematch: dict[str, Any] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Return every view part of a table at ``version`` as a JSON-ready dict, by part name.
 
     The one place a table's stored views are built: the projector's fold and the engine
     worker's append (``TableService.views_after``) both call it, so equal tables give equal
     bytes.  ``seats`` are ``{"name", "bot"}`` or None, put in the public view as they are;
-    ``updated_at`` the time (ms) of the newest event.
+    ``updated_at`` the time (ms) of the newest event; ``rematch`` (:func:`rematch_view`) ends
+    the public view once a seat asked for a rematch.
     """
-    shared, seat0, seat1 = stored_parts(match)
+    shared, seat0, seat1 = stored_parts(match, seated=None not in seats)
     own = (table_id, version, status_of(match), seats, turn_seconds, match.to_act, updated_at)
     public: dict[str, Any] = dict(zip(_PUBLIC_HEAD, own, strict=True))
     public.update(shared)
+    if rematch is not None:
+        public["rematch"] = rematch
     return {
         PUBLIC: public,
         SEAT_PARTS[0]: {"table_id": table_id, "version": version, **seat0},
@@ -253,11 +293,11 @@ def table_views(table: Table, updated_at: int) -> dict[str, str]:
     """
     if table.match is None:
         raise ValueError(f"table {table.table_id} at version {table.version} has no views")
-    seats: list[dict[str, Any] | None] = [
-        None if s is None else {"name": s.name, "bot": s.bot} for s in table.seats
-    ]
+    seats: list[dict[str, Any] | None] = [None if s is None else s.public() for s in table.seats]
+    bots = {i for i, s in enumerate(table.seats) if s is not None and s.bot is not None}
+    rematch = rematch_view(table.rematch_agreed, bots, table.rematch_table)
     views = view_dicts(
-        table.table_id, table.version, table.match, seats, table.turn_seconds, updated_at
+        table.table_id, table.version, table.match, seats, table.turn_seconds, updated_at, rematch
     )
     return dump_views(views)
 
@@ -265,6 +305,10 @@ def table_views(table: Table, updated_at: int) -> dict[str, str]:
 def dump_views(views: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
     """Return view parts (:func:`view_dicts`) as JSON text, by part name."""
     return {part: dump_view(view) for part, view in views.items()}
+
+
+def _copy(failure: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if failure is None else dict(failure)
 
 
 def _placeholder_deck(dealer: int, hand0: CardMask, hand1: CardMask) -> tuple[Card, ...]:

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from services import lobby
 from services.archive.folder import Archive
 from services.archive.pause import pause_point
 from services.archive.prepare import prepare
@@ -195,6 +196,8 @@ class Archiver:
         heads = [(r.table.table_id, r.table.head) for r in verified]
         replies = await delete_tables(self.store.client, self.store.keys, [*heads, *forget])
         pause_point("deleted")
+        gone = [t for (t, _), reply in zip(heads, replies, strict=False) if reply == 1]
+        await lobby.forget(self.store.client, self.store.keys, gone + [t for t, _ in forget])
         for r, reply in zip(verified, replies, strict=False):
             if reply != 1:  # the head moved (or went) after the copy was read: nothing deleted
                 tally.moved.append(r.table.table_id)

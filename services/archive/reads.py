@@ -97,6 +97,8 @@ class ArchiveBackedStore(EventStore):
         secrets: Mapping[str, str] | None = None,
         status: str | None = None,
         views: Mapping[str, str] | None = None,
+        taken_by: Sequence[str] = (),
+        taken_result: bytes | str = b"",
     ) -> AppendResult:
         return await self.live.append(
             table_id,
@@ -108,6 +110,8 @@ class ArchiveBackedStore(EventStore):
             secrets=secrets,
             status=status,
             views=views,
+            taken_by=taken_by,
+            taken_result=taken_result,
         )
 
     async def append_many(

@@ -28,7 +28,7 @@ from services.store.client import load_missing
 from services.store.codec import decode_packed, unpack_body
 from services.store.keys import KeySpace
 from services.store.redis_store import RedisEventStore
-from services.store.scripts import PACK_ENTRIES_LUA
+from services.store.scripts import PACK_ENTRIES_LUA, ReadOnlyScript
 from services.view_parts import RETIRED_PARTS, STORED_PARTS
 
 __all__ = [
@@ -139,7 +139,7 @@ async def export_tables(client: Redis, keys: KeySpace, table_ids: Sequence[str])
     """Read whole tables, one script call each, in one pipeline."""
     if not table_ids:
         return []
-    script = client.register_script(EXPORT_LUA)
+    script = ReadOnlyScript(client, EXPORT_LUA)
     await load_missing(client, [script])
     async with client.pipeline(transaction=False) as pipe:
         for t in table_ids:

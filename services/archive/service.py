@@ -12,7 +12,6 @@ have written the same file).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sys
 
 from services import log as service_log
@@ -20,8 +19,8 @@ from services.archive.folder import FolderArchive
 from services.archive.mover import Archiver
 from services.archive.redis_tables import index_finished
 from services.feed_follower import run_until_signal, time_ms
+from services.outage import OUTAGE_ERRORS, Outage, connect_when_up, pause
 from services.settings import Settings, load_settings
-from services.store.client import connect
 from services.store.redis_store import RedisEventStore
 
 __all__ = ["main", "run_archiver"]
@@ -33,23 +32,43 @@ async def run_archiver(settings: Settings, stop: asyncio.Event, batch: int = 100
     """Archive finished tables every ``archive_interval_ms`` until ``stop`` is set."""
     if not settings.archive_dir:
         raise ValueError("the archiver needs CONQUIAN_ARCHIVE_DIR")
-    client = connect(settings.redis_url)
+    client = await connect_when_up(settings.redis_url, _log, stop)
+    if client is None:
+        return
     try:
         store = RedisEventStore(client, settings.keys)
         archive = FolderArchive(settings.archive_dir, settings.namespace)
         stale = archive.remove_stale_temps()
-        indexed = await index_finished(store)
+        outage = Outage(_log, "archive")
+        while (indexed := await _index(store, outage, stop)) is None:
+            if stop.is_set():
+                return
         _log.info("archiver started", archive=str(archive.folder), indexed=indexed, stale=stale)
         archiver = Archiver(store, archive, batch=batch)
         wait = settings.archive_interval_ms / 1000
         while not stop.is_set():
-            tally = await archiver.archive_due(time_ms() - settings.archive_after_ms)
+            try:
+                tally = await archiver.archive_due(time_ms() - settings.archive_after_ms)
+            except OUTAGE_ERRORS as error:  # the next round starts from what Redis holds
+                await outage.wait(error, stop)
+                continue
+            outage.ok()
             if tally.archived or tally.refused or tally.moved:
                 _log.info("archived", **{k: v for k, v in tally.as_dict().items() if k != "ok"})
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), wait)
+            await pause(stop, wait)
     finally:
         await client.aclose()
+
+
+async def _index(store: RedisEventStore, outage: Outage, stop: asyncio.Event) -> int | None:
+    """Index the finished tables the appends did not (None: Redis away, try again)."""
+    try:
+        indexed = await index_finished(store)
+    except OUTAGE_ERRORS as error:
+        await outage.wait(error, stop)
+        return None
+    outage.ok()
+    return indexed
 
 
 def main() -> None:

@@ -15,10 +15,11 @@ from events.mapping import rules_from_wire, to_wire
 from services.audit.audit_state import _AuditState
 from services.audit.decode import _Event, _payload
 from services.audit.results import EVENT_MISMATCH, ILLEGAL_MOVE, TURNED_CARD_MISMATCH
+from services.audit.seat_checks import LOBBY_TYPES, Seating, _SeatChecks
 from services.audit.wire import _action_of, _compact, _dump, _wire_of, same_event
 
 
-class _Redecide(_AuditState):
+class _Redecide(_SeatChecks, _AuditState):
     """Step 4 of ``_Audit``: the moves."""
 
     def redecide(self) -> None:
@@ -27,6 +28,7 @@ class _Redecide(_AuditState):
         count = len(events)
         match: Match | None = None
         seated = [False, False]
+        seating = Seating(seated)
         commands: dict[str, int] = {}
         start = 0
         join = 0
@@ -43,15 +45,23 @@ class _Redecide(_AuditState):
                     f"command {command_id} was applied before, at version {commands[command_id]}",
                 )
             group = events[start:end]
+            if first.type in LOBBY_TYPES:
+                self.check_lobby(group, match, seating)
+                start = end
+                continue
+            if first.type == "bot_failed":  # a record for the clients: the match is unchanged
+                self._bot_failed(group, match, seating)
+                start = end
+                continue
             if join < len(joins) and joins[join] < end:
-                group = self._seat_players(group, seated, match is not None)
+                group = self._seat_players(group, seating, match is not None)
                 while join < len(joins) and joins[join] < end:
                     join += 1
             if group:
                 match = self._redecide_group(match, group, seated)
             start = end
 
-    def _seat_players(self, group: list[_Event], seated: list[bool], created: bool) -> list[_Event]:
+    def _seat_players(self, group: list[_Event], seating: Seating, created: bool) -> list[_Event]:
         """Seat the players a command's ``player_joined`` events name; return the other events.
 
         A join's events begin with its one ``player_joined``; a ``create_table`` seats its bots
@@ -70,10 +80,25 @@ class _Redecide(_AuditState):
             if not (created or opens):
                 raise self.fail_at(event, EVENT_MISMATCH, "a player joins a table not yet created")
             seat = event.payload["seat"]
-            if seated[seat]:
+            if seating.seated[seat]:
                 raise self.fail_at(event, EVENT_MISMATCH, f"seat {seat} is already taken")
-            seated[seat] = True
+            seating.seated[seat] = True
+            bot = event.payload.get("bot")
+            if bot is not None:
+                seating.bots[seat] = bot
         return rest
+
+    def _bot_failed(self, group: list[_Event], match: Match | None, seating: Seating) -> None:
+        """Check a ``bot_failed`` command: one event, on a created table, naming the bot that
+        sits on its seat.  It is no move, so nothing is re-decided."""
+        event = group[0]
+        if len(group) > 1:
+            raise self.fail_at(group[1], EVENT_MISMATCH, "a bot_failed comes alone")
+        if match is None:
+            raise self.fail_at(event, EVENT_MISMATCH, "a bot fails at a table not yet created")
+        seat, bot = event.payload["seat"], event.payload["bot"]
+        if seating.bots.get(seat) != bot:
+            raise self.fail_at(event, EVENT_MISMATCH, f"seat {seat} holds no {bot} bot")
 
     def _redecide_group(
         self, match: Match | None, group: list[_Event], seated: list[bool]

@@ -12,6 +12,7 @@ from events.chain import GENESIS_HASH
 from services.audit.full_audit import audit_table
 from services.audit.results import NO_TABLE, Failure, StoredLike, TableReport
 from services.store.client import load_missing
+from services.store.scripts import ReadOnlyScript
 
 if TYPE_CHECKING:
     from services.store import RedisEventStore
@@ -164,7 +165,7 @@ async def read_packed(store: RedisEventStore, table_ids: Sequence[str]) -> list[
     """The replies of ``_FAST_READ_LUA`` for many tables, in one pipeline."""
     script = getattr(store, "_audit_read", None)
     if script is None:
-        script = store.client.register_script(_FAST_READ_LUA)
+        script = ReadOnlyScript(store.client, _FAST_READ_LUA)
         setattr(store, "_audit_read", script)  # noqa: B010 - cached on the store it reads
     keys = store.keys
     await load_missing(store.client, [script])
@@ -191,7 +192,8 @@ class _PackedReads:
             self.sha = str(await client.script_load(_FAST_READ_LUA))
         keys = self.store.keys
         commands = [
-            ("EVALSHA", self.sha, 2, keys.events(t), keys.head(t), FAST_READ_MAX) for t in table_ids
+            ("EVALSHA_RO", self.sha, 2, keys.events(t), keys.head(t), FAST_READ_MAX)
+            for t in table_ids
         ]
         pool = client.connection_pool
         connection = await pool.get_connection()  # type: ignore[no-untyped-call]

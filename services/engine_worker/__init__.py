@@ -17,10 +17,12 @@
    ``<ns>:results`` (one round trip).
 
 **Ownership.**  A shard is decided for by the holder of its lease (:mod:`services.shard_leases`):
-``SET NX PX lease_ms``, renewed every ``lease_ms / 3`` by compare-and-renew, released on a clean
-stop.  Each worker heartbeats in ``<ns>:workers`` and holds at most ``ceil(shards / live
-workers)`` shards: it takes free shards (released, or orphaned when a dead owner's lease
-expired) up to that share and releases the excess, so adding worker processes adds capacity.
+taken when free or still held under the worker's own id (a previous process of it died), with
+``PX lease_ms`` (1.5 s by default), renewed every tick (``lease_ms / 3``, at most 250 ms) by
+compare-and-renew, released on a clean stop.  Each worker heartbeats in ``<ns>:workers`` and
+holds at most ``ceil(shards / live workers)`` shards: it takes free shards (released, or
+orphaned when a dead owner's lease expired) up to that share and releases the excess, so adding
+worker processes adds capacity.
 A worker appends for a shard only while it *knows* it holds the lease (the local deadline of the
 last renewal); on lease loss it stops consuming that shard at once, leaving what it has not
 appended pending for the next owner.  Two workers can still overlap for a moment (a paused

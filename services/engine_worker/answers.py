@@ -15,6 +15,7 @@ from services.engine_worker.metrics import _ACCEPTED, _DUPLICATE, _REJECTED
 from services.engine_worker.streams import GROUP
 from services.hint_channels import hint_dropped
 from services.store.base import VersionConflict
+from services.store.keys import command_key
 from services.table_service import MAX_CONFLICT_RETRIES, Outcome
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ async def _record_failure(
                 command.table_id,
                 head.version,
                 head.hash,
-                command.command_id,
+                command_key(command.command_id, entry.seat),
                 (),
                 compact_json.dumps(result),
             )
@@ -104,6 +105,7 @@ async def answered(runner: ShardRunner, entry: _Entry, outcome: Outcome, hints: 
             {
                 "table_id": command.table_id,
                 "command_id": command.command_id,
+                "seat": entry.seat,
                 "result": outcome.result,
             }
         )

@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING
 from services.engine_worker.answers import acknowledge
 from services.engine_worker.entries import _Entry, _RawEntry
 from services.engine_worker.metrics import APPEND_SECONDS
+from services.lobby import LobbyRow, lobby_row, write_rows
 from services.table_batch import BatchResult, execute_many
-from services.table_service import Outcome
+from services.table_service import Outcome, TableService
 
 if TYPE_CHECKING:
     from services.engine_worker.runner import ShardRunner
@@ -86,6 +87,7 @@ async def execute_parts(worker: EngineWorker, parts: list[ShardPart], hints: lis
             on_append=APPEND_SECONDS.observe,
         )
     views = view_hints(results)
+    results = await write_lobby(worker, run, results)
     dropped: list[list[bytes]] = []
     start = 0
     for part in parts:
@@ -111,3 +113,49 @@ def view_hints(results: Sequence[BatchResult]) -> list[str]:
         if isinstance(outcome, Outcome) and outcome.viewed and outcome.table is not None:
             newest[outcome.table.table_id] = outcome.last_version
     return [f"{table_id} {version}" for table_id, version in newest.items()]
+
+
+LOBBY_COMMANDS = frozenset({"create_table", "join", "leave_table"})
+"""Commands whose acceptance changes a table's lobby row; any command that ends a match does
+too (the table leaves the lobby)."""
+
+
+def lobby_rows(
+    service: TableService, run: Sequence[_Entry], results: Sequence[BatchResult]
+) -> list[LobbyRow]:
+    """The lobby rows the batch changed: of each table a lobby command or a match's end was
+    accepted on, and of each table a duplicate came for (its row may be the one a crash kept
+    from being written; the store keeps the newest), built from the tables as they now are."""
+    tables: dict[str, LobbyRow] = {}
+    for entry, outcome in zip(run, results, strict=True):
+        if not isinstance(outcome, Outcome) or not outcome.ok:
+            continue
+        table = outcome.table if not outcome.duplicate else service.cached(entry.command.table_id)
+        if table is None or table.version < outcome.last_version:
+            continue
+        over = table.match is not None and table.match.over
+        kind = entry.command.type
+        if outcome.duplicate or kind in LOBBY_COMMANDS or (over and kind != "rematch"):
+            tables[table.table_id] = lobby_row(table)
+    return list(tables.values())
+
+
+async def write_lobby(
+    worker: EngineWorker, run: Sequence[_Entry], results: Sequence[BatchResult]
+) -> list[BatchResult]:
+    """Write the lobby rows the batch changed, before its acknowledgement; return the results
+    to settle.  When the write fails, the commands of those tables settle as failed: they are
+    retried, come back as duplicates and write their rows again, and are acknowledged then."""
+    rows = lobby_rows(worker.service, run, results)
+    if not rows:
+        return list(results)
+    try:
+        await write_rows(worker.client, worker.settings.keys, rows, worker.service.clock())
+    except Exception as exc:
+        tables = {r.table_id for r in rows}
+        worker.log.warning("lobby write failed, will retry", tables=sorted(tables), error=str(exc))
+        return [
+            exc if isinstance(r, Outcome) and e.command.table_id in tables else r
+            for e, r in zip(run, results, strict=True)
+        ]
+    return list(results)

@@ -40,6 +40,8 @@ from faststream.redis.subscriber.specification import StreamSubscriberSpecificat
 from faststream.redis.subscriber.usecases import LogicSubscriber, StreamBatchSubscriber
 from redis.asyncio.cluster import RedisCluster
 
+from services.log import get_logger
+from services.outage import OUTAGE_ERRORS, Outage
 from services.store.stream_watch import StreamWatch, answered
 
 
@@ -76,6 +78,7 @@ class ShardStreamsSubscriber(StreamBatchSubscriber):
         """XREADGROUP calls made (the tests read it)."""
         self._log_channel: str | None = None
         self._watch: StreamWatch | None = None
+        self._outage = Outage(get_logger("engine_worker", consumer=consumer), "read")
 
     def get_log_context(self, message: Any) -> dict[str, str]:
         """FastStream's log context of a batch (built for every message), with the channel
@@ -156,13 +159,23 @@ class ShardStreamsSubscriber(StreamBatchSubscriber):
             await self._watch.close()
 
     async def _get_msgs(self, read: Any) -> None:
-        """Read once and hand every entry read, of every stream, to the handler as one batch."""
+        """Read once and hand every entry read, of every stream, to the handler as one batch.
+
+        A read that fails because Redis is away is tried again after a pause of at most a
+        second (:class:`~services.outage.Outage`), where FastStream's loop would wait five."""
         self._busy = frozenset(self._streams())
         try:
+            try:
+                reply = await read("")
+            except OUTAGE_ERRORS as error:
+                self._busy = frozenset()  # no read in flight while we wait
+                await asyncio.sleep(self._outage.failed(error))
+                return
+            self._outage.ok()
             ids: list[bytes] = []
             data: list[dict[bytes, bytes]] = []
             names: list[str] = []
-            for stream_name, entries in await read(""):
+            for stream_name, entries in reply:
                 name = stream_name.decode() if isinstance(stream_name, bytes) else stream_name
                 for entry_id, fields, *_ in entries:
                     ids.append(entry_id)

@@ -17,6 +17,7 @@ from services.engine_worker.entries import _Entry, _Malformed, _RawEntry, parse_
 from services.engine_worker.metrics import COMMAND_BACKLOG
 from services.engine_worker.streams import GROUP
 from services.log import get_logger
+from services.outage import MAX_PAUSE_S, OUTAGE_ERRORS, Outage
 from services.table_batch import BatchResult
 from services.table_service import Outcome, TableError
 
@@ -110,20 +111,23 @@ class ShardRunner:
 
     async def _take_over(self) -> None:
         """Claim and process every pending entry, before new ones (retried with backoff)."""
-        backoff = 0.05
+        outage = Outage(self.log, "claim")
         while not self.stopping.is_set():
             try:
                 self.claimed += await self.claim(0)
                 break
+            except OUTAGE_ERRORS as error:  # Redis away: at most a second between tries
+                await self._sleep(outage.failed(error))
             except Exception:
                 self.log.exception("claim failed")
-                await self._sleep(backoff)
-                backoff = min(backoff * 2, 2.0)
+                await self._sleep(MAX_PAUSE_S)
+        outage.ok()
 
     async def _maintain(self) -> None:
         """Retry the backlog when due and sweep idle entries every ``claim_idle_ms``."""
         sweep_every = self.worker.settings.claim_idle_ms / 1000
         next_sweep = time.monotonic() + sweep_every
+        outage = Outage(self.log, "maintenance")
         while not self.stopping.is_set():
             due = min([next_sweep, *self.retry_at.values()])
             wait = due - time.monotonic()
@@ -138,9 +142,13 @@ class ShardRunner:
                 if time.monotonic() >= next_sweep:
                     next_sweep = time.monotonic() + sweep_every
                     await self._sweep()
+            except OUTAGE_ERRORS as error:  # Redis away: logged once, retried within a second
+                await self._sleep(outage.failed(error))
             except Exception:
                 self.log.exception("shard maintenance failed")
                 await self._sleep(0.1)
+            else:
+                outage.ok()
 
     async def _sweep(self) -> None:
         """Claim and process the entries idle for ``claim_idle_ms`` that we do not hold, then

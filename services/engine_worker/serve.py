@@ -8,16 +8,22 @@ import signal
 
 from services.collector import YOUNG_BACKSTOP, settle_long_lived
 from services.engine_worker.worker import EngineWorker
-from services.log import configure
+from services.log import configure, get_logger
+from services.outage import connect_when_up
 from services.settings import Settings, load_settings
 
 
 async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> None:
     """Run an engine worker until ``stop`` is set (forever when None), then stop cleanly."""
+    stop = stop or asyncio.Event()
+    probe = await connect_when_up(settings.redis_url, get_logger("engine_worker"), stop)
+    if probe is None:  # stopped before Redis answered
+        return
+    await probe.aclose()
     worker = EngineWorker(settings)
     try:
-        await worker.start()
-        await worker.run(stop or asyncio.Event())
+        await worker.start(stop)
+        await worker.run(stop)
     finally:
         await worker.close()
 

@@ -25,6 +25,7 @@ from services.engine_worker.runner import ShardRunner
 from services.engine_worker.streams import GROUP
 from services.hint_channels import results_channel, views_channel
 from services.log import get_logger
+from services.outage import OUTAGE_ERRORS, Outage
 from services.settings import Settings
 from services.shard_leases import ShardLeases
 from services.store.client import connect, make_broker
@@ -38,6 +39,10 @@ MAX_DELIVERIES = 5
 
 POLL_MS = 100
 """How long one XREADGROUP blocks for new entries."""
+
+MAX_TICK_S = 0.25
+"""The longest pause between two lease ticks (heartbeat, renewals, taking free shards): a
+dead owner's shard is taken at most this long after its lease expires."""
 
 
 async def _raw_batch(message: Mapping[str, Any]) -> RedisBatchStreamMessage:
@@ -156,13 +161,23 @@ class EngineWorker:
         collect_at_rest()  # the batch's objects are gone: what is young now is what it kept
 
     # -- lifecycle ----------------------------------------------------------------------------
-    async def start(self) -> None:
-        """Connect, create the consumer groups, start the FastStream app and register."""
+    async def start(self, stop: asyncio.Event | None = None) -> None:
+        """Connect, create the consumer groups, register and start the FastStream app; while
+        Redis does not answer, wait (``services.outage``) unless ``stop`` is set."""
         settings = self.settings
-        self._service = await self._build_service()
-        await self.create_groups()
+        outage = Outage(self.log, "start")
+        while True:
+            try:
+                self._service = await self._build_service()
+                await self.create_groups()
+                await self.leases.heartbeat()
+                break
+            except OUTAGE_ERRORS as error:
+                if stop is not None and stop.is_set():
+                    raise
+                await outage.wait(error, stop)
+        outage.ok()
         await self.app.start()
-        await self.leases.heartbeat()
         self.started = True
         self.log.info("engine worker started", shards=settings.shards, lease_ms=settings.lease_ms)
         if settings.drop_hints:
@@ -197,13 +212,19 @@ class EngineWorker:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Hold leases and consume until ``stop`` is set."""
-        tick = self.settings.lease_ms / 3000
+        tick = min(self.settings.lease_ms / 3000, MAX_TICK_S)
         await _wait(stop, min(tick, 0.2))  # workers started together see each other first
+        outage = Outage(self.log, "leases")
         while not stop.is_set():
             try:
                 await self.tick()
+            except OUTAGE_ERRORS as error:  # the leases run out; the runners stop appending
+                await _wait(stop, min(outage.failed(error), tick))
+                continue
             except Exception:
                 self.log.exception("lease tick failed")
+            else:
+                outage.ok()
             await _wait(stop, tick)
 
     async def tick(self) -> None:
@@ -234,13 +255,14 @@ class EngineWorker:
                 self._retire(shard, release=False)
 
     async def _take(self, wanted: int, share: int, live: int) -> None:
-        """Acquire up to ``wanted`` free shards and start a runner on each."""
+        """Acquire up to ``wanted`` shards, first those still leased under our id (a previous
+        process of this worker id died holding them), then free ones, and start a runner on
+        each."""
         owners = await self.leases.owners()
-        free = [
-            s
-            for s in self.leases.preference(range(self.settings.shards))
-            if owners[s] is None and s not in self.runners
-        ]
+        candidates = [s for s in self.leases.preference(range(self.settings.shards))
+                      if s not in self.runners]  # fmt: skip
+        mine = [s for s in candidates if owners[s] == self.worker_id]  # a previous process's
+        free = mine + [s for s in candidates if owners[s] is None]
         taken, sent = await self.leases.acquire(free[:wanted])
         for shard in taken:
             runner = ShardRunner(self, shard, sent + self.settings.lease_ms / 1000)

@@ -21,7 +21,7 @@ from pydantic import TypeAdapter
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from events import commands as wc
-from services.gateway import docs_pages, errors, metrics, routes, ws
+from services.gateway import docs_pages, errors, lobby_routes, metrics, routes, web_pages, ws
 from services.gateway.limits import BodyLimit
 from services.gateway.messages import CreateTableRequest, JoinRequest
 from services.gateway.state import open_gateway
@@ -109,8 +109,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     docs_pages.install(app, "/openapi.json")
+    web_pages.install(app)
     errors.install(app)
     app.include_router(routes.router)
+    app.include_router(lobby_routes.router)
     app.include_router(ws.router)
     app.add_middleware(BodyLimit, limit=wc.MAX_COMMAND_BYTES)
     app.add_middleware(RequestMetrics)

@@ -26,7 +26,7 @@ from redis.asyncio import Redis
 from services.archive.reads import ArchiveReader
 from services.lru import Lru
 from services.store.keys import KeySpace
-from services.table import TOKEN_KEY
+from services.table import SEED_KEY, TOKEN_KEY
 from services.tokens import SeatTokens, hash_token, token_matches
 
 SEATS = (0, 1)
@@ -55,6 +55,11 @@ class SeatAuth:
         mac = hmac.new(self._secret, f"join:{table_id}:{key}".encode(), hashlib.sha256)
         return "j-" + base64.urlsafe_b64encode(mac.digest()).decode()[:22]
 
+    def derive(self, purpose: str) -> bytes:
+        """Return ``HMAC-SHA256(secret, purpose)``: ids nobody without the secret can guess
+        (a rematch's table and commands, ``services.gateway.rematch``)."""
+        return hmac.new(self._secret, purpose.encode(), hashlib.sha256).digest()
+
     def token(self, table_id: str, seat: int, join_command_id: str) -> str:
         """Return the token of the seat that the join ``join_command_id`` took."""
         return self.tokens.token(table_id, seat, join_command_id)
@@ -66,22 +71,29 @@ class SeatAuth:
     async def seat_of(self, table_id: str, token: str) -> int | None:
         """Return the seat whose token ``token`` is on the table, None when it is no seat's.
 
-        A seat's token hash never changes once written, so a match is remembered.
+        A seat's token hash changes only when its player leaves the seat, which is possible
+        only before the first deal: a match is remembered once the table has dealt (its
+        secret hash holds ``seed:1``, whose presence alone is asked, never its value).
         """
         key = (table_id, hash_token(token))
         seat = self._cache.recall(key)
         if seat is not None:
             return seat
         fields = [TOKEN_KEY.format(seat=s) for s in SEATS]
-        stored = await self.redis.hmget(self.keys.secret(table_id), fields)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hmget(self.keys.secret(table_id), fields)
+            pipe.hexists(self.keys.secret(table_id), SEED_KEY.format(number=1))
+            stored, dealt = await pipe.execute()
         if self.archived is not None and all(raw is None for raw in stored):
             table = self.archived.table(table_id)  # a finished table that left Redis
             if table is not None:
                 stored = [table.tokens.get(field) for field in fields]
+                dealt = True
         for s, raw in zip(SEATS, stored, strict=True):
             text = raw.decode() if isinstance(raw, bytes) else raw
             if token_matches(token, text):
-                self._cache.remember(key, s)
+                if dealt:
+                    self._cache.remember(key, s)
                 return s
         return None
 

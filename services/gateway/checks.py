@@ -3,7 +3,8 @@
 Order: size (before parsing), JSON, type, fields (``events.parse_command``), then that the
 command is for the table of the URL and is one a seat may send.  Create and join have their
 own routes: they are table-level (no seat) and the join's command id is derived
-(``services.gateway.auth``), so neither is accepted from a seat.
+(``services.gateway.auth``), so neither is accepted from a seat; nor is ``rematch``, whose
+route derives the next table's id.
 """
 
 from __future__ import annotations
@@ -18,7 +19,16 @@ from events import commands as wc
 from events.base import COMMAND_ID_PATTERN, TABLE_ID_PATTERN, ContractError
 from services.gateway.errors import ApiError, from_contract
 
-TABLE_LEVEL = frozenset({"create_table", "join"})
+TABLE_LEVEL = frozenset({"create_table", "join", "rematch"})
+"""Commands with routes of their own, never sent as a seat's command (the rematch's route
+derives its next table's id)."""
+_ROUTES = {
+    "create_table": "POST /tables",
+    "join": "POST /tables/{table_id}/join",
+    "rematch": "POST /tables/{table_id}/rematch",
+}
+SERVICE_ONLY = frozenset({"report_bot_failure"})
+"""Commands only the services send (the bots runner, as a bot's seat): refused from clients."""
 _TABLE_ID = re.compile(TABLE_ID_PATTERN)
 _COMMAND_ID = re.compile(COMMAND_ID_PATTERN)
 _BASE32 = "abcdefghijklmnopqrstuvwxyz234567"
@@ -87,12 +97,12 @@ def seat_command(raw: bytes | str | Mapping[str, Any], table_id: str) -> wc.Comm
             f"the command is for table {command.table_id!r}, sent to table {table_id!r}",
         )
     if command.type in TABLE_LEVEL:
-        route = (
-            "POST /tables" if command.type == "create_table" else f"POST /tables/{table_id}/join"
-        )
+        route = _ROUTES[command.type].format(table_id=table_id)
         raise ApiError(
-            "command/unsupported", f"{command.type} is not a seat's command: use {route}"
+            "command/unsupported", f"{command.type} is not sent as a command: use {route}"
         )
+    if command.type in SERVICE_ONLY:
+        raise ApiError("command/unsupported", f"{command.type} is sent by the bots runner only")
     return command
 
 

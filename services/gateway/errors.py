@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from redis.exceptions import BusyLoadingError, ClusterDownError, TryAgainError
+from redis.exceptions import BusyLoadingError, ClusterDownError, NoPermissionError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -36,9 +36,12 @@ STATUS_BY_CODE: dict[str, int] = {
     "command/wrong_table": 422,
     "command/unsupported": 422,
     "command/stale_version": 409,
+    "command/id_taken": 409,
     "command/failed": 500,
     "store/unavailable": 503,
+    "store/refused": 500,
     "query/invalid": 422,
+    "rate/limited": 429,
     "seat/bad_token": 401,
     "seat/required": 403,
     "seat/taken": 409,
@@ -51,6 +54,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "table/busy": 503,
     "view/not_ready": 503,
     "notation/invalid": 422,
+    "rematch/conflict": 409,
 }
 """Codes whose status is not their family's."""
 
@@ -85,6 +89,7 @@ class ApiError(Exception):
         status: int | None = None,
         details: Sequence[Mapping[str, str]] = (),
         headers: Mapping[str, str] | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -92,10 +97,13 @@ class ApiError(Exception):
         self.status = status if status is not None else status_of(code)
         self.details = [dict(d) for d in details]
         self.headers = dict(headers or {})
+        self.extra = dict(extra or {})
+        """Fields the body carries beside ``ok``, ``code`` and ``message`` (``retry_after``)."""
 
     def body(self) -> dict[str, Any]:
         """Return the JSON body of the rejection."""
         body: dict[str, Any] = {"ok": False, "code": self.code, "message": self.message}
+        body.update(self.extra)
         if self.details:
             body["details"] = self.details
         return body
@@ -157,7 +165,18 @@ def install(app: FastAPI) -> None:
             headers={"Retry-After": "1"},
         ).response()
 
+    async def store_refused(_: Request, exc: Exception) -> JSONResponse:
+        from services.log import get_logger
+
+        get_logger("gateway").error("redis_refused", error=str(exc))
+        return ApiError(
+            "store/refused",
+            "Redis refused the gateway this request: its Redis user lacks a permission "
+            "(deploy/redis/users.acl, docs/deploy.md)",
+        ).response()
+
     app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(NoPermissionError, store_refused)  # a deployment's ACL, not input
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     for unavailable in UNAVAILABLE:  # an outage: 503 in the one shape, not a plain-text 500

@@ -1,7 +1,7 @@
 """One Redis pub/sub listener per gateway process, fanning hints out to whoever waits.
 
-The engine worker publishes ``{"table_id", "command_id", "result"}`` on ``<ns>:results`` after
-each batch, and ``<table_id> <version>`` on ``<ns>:views`` for the views stored (the engine
+The engine worker publishes ``{"table_id", "command_id", "seat", "result"}`` on ``<ns>:results``
+after each batch, and ``<table_id> <version>`` on ``<ns>:views`` for the views stored (the engine
 worker after each batch, the projector after each view write; ``docs/services.md``), one
 message a batch with one hint a line.  The hub subscribes to both
 on one connection and
@@ -27,6 +27,7 @@ from redis.exceptions import RedisError
 
 from services.gateway import metrics
 from services.hint_channels import results_channel, views_channel
+from services.outage import MAX_PAUSE_S
 
 Watcher = Callable[[int | None], None]
 """Called with the view version of a view hint, None for a result hint (new events), or -1
@@ -34,10 +35,11 @@ after a resubscription (anything may have moved)."""
 
 
 class ResultWait:
-    """A waiter for one command's result hint: ``event`` is set when one arrives (or may have
-    been missed), ``result`` is the hint's result when it came."""
+    """A waiter for one seat's command's result hint: ``event`` is set when one arrives (or may
+    have been missed), ``result`` is the hint's result when it came."""
 
-    def __init__(self) -> None:
+    def __init__(self, seat: int | None = None) -> None:
+        self.seat = seat
         self.event = asyncio.Event()
         self.result: dict[str, Any] | None = None
 
@@ -92,7 +94,7 @@ class Hub:
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()  # type: ignore[no-untyped-call]
             await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 5.0)
+            backoff = min(backoff * 2, MAX_PAUSE_S)
 
     # --- dispatching ---------------------------------------------------------------------------
 
@@ -119,6 +121,8 @@ class Hub:
             return
         result = hint.get("result")
         for waiter in self._waiters.get((table_id, command_id), ()):
+            if "seat" in hint and hint["seat"] != waiter.seat:
+                continue  # the same id from the other seat: another command
             if isinstance(result, dict):
                 waiter.result = result
             waiter.event.set()
@@ -150,10 +154,13 @@ class Hub:
     # --- registering ---------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def result_waiter(self, table_id: str, command_id: str) -> Iterator[ResultWait]:
-        """Yield a waiter woken when a result hint for the command arrives (or may have)."""
+    def result_waiter(
+        self, table_id: str, command_id: str, seat: int | None = None
+    ) -> Iterator[ResultWait]:
+        """Yield a waiter woken when a result hint for the seat's command arrives (or may
+        have); a hint that names no seat wakes every seat's waiter of the id."""
         key = (table_id, command_id)
-        waiter = ResultWait()
+        waiter = ResultWait(seat)
         self._waiters.setdefault(key, set()).add(waiter)
         try:
             yield waiter

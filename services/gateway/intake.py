@@ -3,11 +3,13 @@
 The gateway never writes events: it ``XADD``s the checked command to ``<ns>:{sNN}:cmd`` with the
 fields ``c`` (the command's JSON), ``s`` (the seat, ``""`` for create and join) and ``r``
 (received, ms), and waits for the engine worker.  The result it answers with is the one the
-store recorded under the command id (``<ns>:{sNN}:t:<table>:cmdids``: ``"<first> <last>
-<result>"``, ``services.store.redis_store.command_record``), read
+store recorded under the seat's command id (``<ns>:{sNN}:t:<table>:cmdids``, field
+``command_key(command_id, seat)``: ``"<first> <last> <result>"``,
+``services.store.redis_store.command_record``), read
 when the ``<ns>:results`` hint arrives and, in case a hint was missed (pub/sub delivers at most
 once), at growing intervals: :data:`FIRST_POLL` doubling up to :data:`MAX_POLL`.  A
-command id the store already knows is answered from the store without enqueueing it again.
+command id the store already knows for the seat is answered from the store without enqueueing it
+again; the same id from the other seat is no retry (the store refuses it, ``command/id_taken``).
 After ``result_wait_ms`` without a result the answer is *pending*: the command is queued, and
 sending it again with the same id returns its result once there is one.
 """
@@ -25,7 +27,7 @@ from redis.asyncio import Redis
 from events import commands as wc
 from services.gateway import metrics
 from services.gateway.hub import Hub
-from services.store.keys import KeySpace
+from services.store.keys import KeySpace, command_key
 from services.store.redis_store import command_record
 
 FIRST_POLL = 0.05
@@ -109,9 +111,9 @@ class Intake:
         self.first_poll = first_poll
         self.max_poll = max_poll
 
-    async def recorded(self, table_id: str, command_id: str) -> Answer | None:
-        """Return the store's record of the command, None if it has none."""
-        raw = await command_record(self.redis, self.keys, table_id, command_id)
+    async def recorded(self, table_id: str, command_id: str, seat: int | None) -> Answer | None:
+        """Return the store's record of the seat's command, None if it has none."""
+        raw = await command_record(self.redis, self.keys, table_id, command_key(command_id, seat))
         if raw is None:
             return None
         first, last, result = raw.split(b" ", 2)
@@ -124,12 +126,12 @@ class Intake:
         self, command: wc.CommandModel, seat: int | None, wait_ms: int | None = None
     ) -> Answer:
         """Enqueue the command for ``seat`` (None: table-level) and return its result."""
-        known = await self.recorded(command.table_id, command.command_id)
+        known = await self.recorded(command.table_id, command.command_id, seat)
         if known is not None:
             return Answer(known.result, known.first_version, known.last_version, True)
         wait = (self.wait_ms if wait_ms is None else wait_ms) / 1000
         loop = asyncio.get_running_loop()
-        with self.hub.result_waiter(command.table_id, command.command_id) as hinted:
+        with self.hub.result_waiter(command.table_id, command.command_id, seat) as hinted:
             stream = self.keys.cmd(self.keys.shard_of(command.table_id))
             fields: dict[Any, Any] = {
                 "c": wire_json(command),
@@ -149,7 +151,7 @@ class Intake:
                     poll = min(poll * 2, self.max_poll)
                 woken = hinted.event.is_set()
                 hinted.event.clear()
-                answer = await self.recorded(command.table_id, command.command_id)
+                answer = await self.recorded(command.table_id, command.command_id, seat)
                 if answer is not None:
                     if not woken:
                         metrics.RECHECKED.labels("result").inc()

@@ -34,6 +34,8 @@ from services.view_parts import version_of, viewer_of
 
 MAX_QUEUE = 2_000
 CLOSE_TOO_SLOW = 4008
+CLOSE_SEAT_GIVEN_UP = 4401
+"""The close code of a seat's socket when its player gave the seat up (``player_left``)."""
 RECHECK_SECONDS = 1.0
 """How often the rooms read their tables' heads whatever the hints say: hints are at most once
 (a gateway whose subscription drops, or a publisher whose call fails, loses them), so a lost
@@ -52,6 +54,8 @@ class Connection:
         self.cursor = 0  # the last event version handed over (sent or not visible)
         self.view_version = -1
         self.dropped: str | None = None
+        self.close_code = CLOSE_TOO_SLOW
+        self.close_error = "view/too_slow"
 
     def send(self, message: dict[str, Any]) -> None:
         """Queue a message; drop the connection when it has fallen too far behind."""
@@ -70,6 +74,18 @@ class Connection:
         self.cursor = event.version
         if event.visible_to(self.seat):
             self.send({"kind": "event", "event": event.envelope})
+        payload = event.envelope.get("payload") or {}
+        mine = self.seat is not None and payload.get("seat") == self.seat
+        if mine and payload.get("type") == "player_left" and self.dropped is None:
+            self.close("seat/bad_token", "the seat was given up: its token is no seat's")
+
+    def close(self, error: str, message: str, code: int = CLOSE_SEAT_GIVEN_UP) -> None:
+        """Send ``error`` and close the socket once what is queued before it has gone out
+        (a seat given up: the next player of the seat must not get its views)."""
+        self.dropped = message
+        self.close_error = error
+        self.close_code = code
+        self.queue.put_nowait(None)
 
     def send_view(self, view: dict[str, Any] | None) -> None:
         """Send a view if it is newer than the last one sent."""

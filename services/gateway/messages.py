@@ -90,6 +90,63 @@ class JoinAnswer(BaseModel):
     version: int
 
 
+class LobbySeat(BaseModel):
+    """A seat as the lobby lists it: who holds it, if anyone."""
+
+    seat: Seat
+    name: str | None
+    bot: str | None
+    taken: bool
+
+
+class LobbyTable(BaseModel):
+    """A table in the lobby; ``version`` is the table's version when its row last changed."""
+
+    table_id: TableId
+    status: Literal["waiting", "running"]
+    seats: list[LobbySeat]
+    rules: str
+    deals: int | None
+    target_score: int | None
+    turn_seconds: int | None
+    version: int
+
+
+class LobbyPage(BaseModel):
+    """A page of the lobby, newest first; ``next_cursor`` is null on the last page."""
+
+    tables: list[LobbyTable]
+    next_cursor: str | None
+
+
+class SeatActionRequest(BaseModel):
+    """The optional body of leave, resign and rematch: the idempotency key (generated when
+    left out) and the version the client last saw."""
+
+    command_id: CommandId | None = None
+    expected_version: NonNegative | None = None
+
+
+class RematchState(BaseModel):
+    """Who agreed to the rematch, and, once both did, its table and this seat's token there."""
+
+    agreed: list[Seat]
+    table_id: TableId | None
+    token: str | None
+    seat: Seat | None
+
+
+class RematchAnswer(BaseModel):
+    """The answer of a rematch request."""
+
+    ok: Literal[True] = True
+    table_id: TableId
+    seat: Seat
+    command_id: CommandId
+    version: int
+    rematch: RematchState
+
+
 class SentEnvelope(Envelope):
     """An event's envelope as the gateway sends it; ``hash`` and ``prev_hash`` are null for the
     events of a deal in play (until its seed is revealed)."""
@@ -179,6 +236,11 @@ class ResultHint(BaseModel):
 
     table_id: TableId
     command_id: str
+    seat: int | None = Field(
+        default=None,
+        description="the seat that sent the command (null: create or join); a command id is "
+        "its seat's, so a waiter takes only its own seat's hint",
+    )
     result: dict[str, Any]
 
 

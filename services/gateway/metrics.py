@@ -27,6 +27,12 @@ WS_CONNECTIONS = Gauge("conquian_gateway_ws_connections", "Open WebSocket connec
 WS_MESSAGES = Counter(
     "conquian_gateway_ws_messages_total", "WebSocket messages sent by kind", ["kind"]
 )
+RATE_LIMITED = Counter(
+    "conquian_gateway_rate_limited_total",
+    "Requests and WebSocket commands refused with rate/limited, by the limit they met "
+    "(seat, address, create)",
+    ["limit"],
+)
 HINTS = Counter("conquian_gateway_hints_total", "Pub/sub hints received by channel", ["channel"])
 RECHECKED = Counter(
     "conquian_gateway_rechecked_total",

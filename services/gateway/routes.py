@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from pydantic import BaseModel
+from starlette.requests import HTTPConnection
 
 from events import commands as wc
 from services.gateway import checks, metrics
@@ -46,6 +47,7 @@ REJECTIONS: dict[int | str, dict[str, Any]] = {
         (409, "refused by the table: move/*, table/exists, table/full, seat/taken, …"),
         (413, "larger than 8 KiB (command/too_large)"),
         (422, "unknown type or invalid fields (command/unknown_type, command/invalid, …)"),
+        (429, "too many requests from this seat or address (rate/limited, Retry-After)"),
         (503, "Redis away (store/unavailable) or no view yet (view/not_ready): Retry-After"),
     )
 }
@@ -118,6 +120,26 @@ def refused(kind: str) -> None:
     metrics.COMMANDS.labels(kind, "refused").inc()
 
 
+def client_address(connection: HTTPConnection) -> str | None:
+    """The client's address as the server saw it (the proxy's, unless uvicorn trusts its
+    forwarding headers)."""
+    return connection.client.host if connection.client else None
+
+
+def rate_limit(gateway: Gateway, connection: HTTPConnection, *, creates: bool = False) -> None:
+    """Count a create, join or command of the client's address; raise ``rate/limited``."""
+    if gateway.limits is not None:
+        gateway.limits.request(client_address(connection), creates=creates)
+
+
+def seat_rate_limit(
+    gateway: Gateway, connection: HTTPConnection, table_id: str, seat: int | None
+) -> None:
+    """Count a command of a seat; raise ``rate/limited``."""
+    if gateway.limits is not None and seat is not None:
+        gateway.limits.command(table_id, seat, client_address(connection))
+
+
 def refuse_if_archived(gateway: Gateway, table_id: str, code: str) -> None:
     """Refuse a command to a table that is in the archive (its match is over) with the code
     the engine worker gives it while the table is in Redis: the worker, which knows Redis
@@ -160,6 +182,7 @@ async def create_table(request: Request) -> JSONResponse:
     ``command_id`` again returns the same answer."""
     gateway = gateway_of(request)
     try:
+        rate_limit(gateway, request, creates=True)
         data = checks.json_object(await request.body())
         data["type"] = "create_table"
         if data.get("table_id") is None:
@@ -189,6 +212,7 @@ async def join(table_id: str, request: Request) -> JSONResponse:
     again with the same ``command_id`` returns the same seat and token."""
     gateway = gateway_of(request)
     try:
+        rate_limit(gateway, request)
         checks.check_table_id(table_id)
         data = checks.json_object(await request.body())
         key = data.pop("command_id", None)
@@ -234,8 +258,10 @@ async def send_command(table_id: str, request: Request, credentials: Credentials
     for its result.  The command's ``table_id`` must be the table of the URL."""
     gateway = gateway_of(request)
     try:
+        rate_limit(gateway, request)
         checks.check_table_id(table_id)
         seat = await _seat(gateway, table_id, credentials, needed=True)
+        seat_rate_limit(gateway, request, table_id, seat)
         command = checks.seat_command(await request.body(), table_id)
         refuse_if_archived(gateway, table_id, "move/match_over")
     except ApiError:
@@ -362,8 +388,15 @@ async def readyz(request: Request) -> JSONResponse:
     gateway = gateway_of(request)
     try:
         await asyncio.wait_for(gateway.redis.ping(), 2.0)
-    except Exception as exc:
-        return JSONResponse({"ok": False, "redis": False, "error": repr(exc)}, status_code=503)
+    except Exception as exc:  # the documented 503 of an outage, as the other routes answer
+        error = ApiError(
+            "store/unavailable",
+            f"Redis does not answer now ({type(exc).__name__})",
+            headers={"Retry-After": "1"},
+        )
+        return JSONResponse(
+            {**error.body(), "redis": False}, status_code=503, headers=error.headers
+        )
     return JSONResponse({"ok": True, "redis": True, "hints": gateway.hub.subscribed.is_set()})
 
 

@@ -14,11 +14,12 @@ from services.gateway.feed import DealTracker
 from services.gateway.hub import Hub
 from services.gateway.intake import Intake
 from services.gateway.live import Rooms
+from services.gateway.rate_limit import RateLimits, exempt_networks
 from services.gateway.views import Views
 from services.log import get_logger
+from services.outage import OUTAGE_ERRORS, Outage, connect_when_up
 from services.settings import Settings
 from services.store.base import EventStore
-from services.store.client import connect
 from services.store.redis_store import RedisEventStore
 from services.tokens import load_secret
 
@@ -39,6 +40,8 @@ class Gateway:
     log: Any
     archived: ArchiveReader | None = None
     """The archive of finished tables (``CONQUIAN_ARCHIVE_DIR``), None without one."""
+    limits: RateLimits | None = None
+    """How fast a seat or an address may send (``services.gateway.rate_limit``)."""
 
     def is_archived(self, table_id: str) -> bool:
         """Say whether the table's match is over and the table is in the archive."""
@@ -52,16 +55,25 @@ class Gateway:
 
 
 async def open_gateway(settings: Settings) -> Gateway:
-    """Connect to Redis, load the token secret and start the hub."""
+    """Connect to Redis, load the token secret and start the hub; while Redis does not answer,
+    wait (``services.outage``) rather than fail the start."""
     log = get_logger("gateway")
-    redis = connect(settings.redis_url)
+    redis = await connect_when_up(settings.redis_url, log)
+    assert redis is not None  # without a stop event it returns only once connected
     keys = settings.keys
     store: EventStore = RedisEventStore(redis, keys)
     archive = open_archive(settings.archive_dir, settings.namespace)
     archived = None if archive is None else ArchiveReader(archive)
     if archived is not None:  # finished tables that left Redis are read from the archive
         store = ArchiveBackedStore(RedisEventStore(redis, keys), archived)
-    secret = await load_secret(redis, settings.namespace, settings.token_secret)
+    outage = Outage(log, "start")
+    while True:
+        try:
+            secret = await load_secret(redis, settings.namespace, settings.token_secret)
+            break
+        except OUTAGE_ERRORS as error:
+            await outage.wait(error)
+    outage.ok()
     hub = Hub(redis, settings.namespace, log)
     await hub.start()
     views = Views(redis, keys, hub, archived)
@@ -78,6 +90,17 @@ async def open_gateway(settings: Settings) -> Gateway:
         rooms=Rooms(hub, store, views, tracker, settings.resume_gap, log),
         log=log,
         archived=archived,
+        limits=rate_limits(settings),
+    )
+
+
+def rate_limits(settings: Settings) -> RateLimits:
+    """The rate limits of the settings ``CONQUIAN_RATE_*``."""
+    return RateLimits(
+        seat=(settings.rate_seat_per_s, settings.rate_seat_burst),
+        address=(settings.rate_address_per_s, settings.rate_address_burst),
+        create=(settings.rate_create_per_s, settings.rate_create_burst),
+        exempt=exempt_networks(settings.rate_exempt),
     )
 
 

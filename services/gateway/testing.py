@@ -27,7 +27,7 @@ from redis.asyncio import Redis
 
 from events.commands import Command
 from events.fairness import new_seed
-from events.mapping import to_wire_command
+from events.mapping import legal_to_wire
 from services.gateway.app import create_app
 from services.settings import Settings
 from services.store.client import connect
@@ -56,10 +56,8 @@ def refuser(legal: Sequence[str]) -> str:
 
 
 def wire_command(action: str, table_id: str, command_id: str, version: int | None) -> Command:
-    """Return the wire command of an action in engine notation."""
-    from engine.notation import parse_action
-
-    return to_wire_command(parse_action(action), table_id, command_id, version)
+    """Return the wire command of a legal action of a view: engine notation, or ``next_deal``."""
+    return legal_to_wire(action, table_id, command_id, version)
 
 
 class Stack:

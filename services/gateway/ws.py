@@ -24,8 +24,8 @@ from events.commands import MAX_COMMAND_BYTES
 from services.gateway import checks, metrics
 from services.gateway.auth import bearer
 from services.gateway.errors import ApiError
-from services.gateway.live import CLOSE_TOO_SLOW, Connection
-from services.gateway.routes import refuse_if_archived, refused, submit
+from services.gateway.live import Connection
+from services.gateway.routes import client_address, refuse_if_archived, refused, submit
 from services.gateway.state import Gateway, gateway_of
 
 router = APIRouter()
@@ -67,7 +67,7 @@ async def table_socket(
     log = gateway.log.bind(table=table_id, seat=seat)
     log.info("ws_open", after=resume)
     writer = asyncio.create_task(_write(websocket, connection))
-    reader = asyncio.create_task(_read(websocket, gateway, table_id, seat, connection))
+    reader = asyncio.create_task(_read(websocket, gateway, table_id, token, seat, connection))
     try:
         await asyncio.wait({writer, reader}, return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -91,16 +91,21 @@ async def _write(websocket: WebSocket, connection: Connection) -> None:
         message = await connection.queue.get()
         if message is None:
             await websocket.send_json(
-                {"kind": "error", "code": "view/too_slow", "message": connection.dropped or ""}
+                {"kind": "error", "code": connection.close_error, "message": connection.dropped}
             )
-            await websocket.close(code=CLOSE_TOO_SLOW, reason="too slow")
+            await websocket.close(code=connection.close_code, reason=connection.close_error)
             return
         await websocket.send_text(json.dumps(message, separators=(",", ":"), ensure_ascii=False))
         metrics.WS_MESSAGES.labels(str(message.get("kind"))).inc()
 
 
 async def _read(
-    websocket: WebSocket, gateway: Gateway, table_id: str, seat: int | None, connection: Connection
+    websocket: WebSocket,
+    gateway: Gateway,
+    table_id: str,
+    token: str | None,
+    seat: int | None,
+    connection: Connection,
 ) -> None:
     """Take the client's messages until it goes away; answer each command with its result."""
     with contextlib.suppress(WebSocketDisconnect):
@@ -111,7 +116,8 @@ async def _read(
             text = message.get("text")
             if text is None:
                 text = (message.get("bytes") or b"").decode("utf-8", "replace")
-            connection.send(await _answer(gateway, table_id, seat, text))
+            address = client_address(websocket)
+            connection.send(await _answer(gateway, table_id, token, seat, text, address))
 
 
 def _is_text(value: str) -> bool:
@@ -124,7 +130,14 @@ def _is_text(value: str) -> bool:
     return True
 
 
-async def _answer(gateway: Gateway, table_id: str, seat: int | None, raw: str) -> dict[str, Any]:
+async def _answer(
+    gateway: Gateway,
+    table_id: str,
+    token: str | None,
+    seat: int | None,
+    raw: str,
+    address: str | None,
+) -> dict[str, Any]:
     command_id: Any = None
     try:
         if len(raw.encode()) > MAX_MESSAGE_BYTES:
@@ -138,8 +151,13 @@ async def _answer(gateway: Gateway, table_id: str, seat: int | None, raw: str) -
         command_id = message["command"].get("command_id")
         if seat is None:
             raise ApiError("seat/required", "a spectator sends no commands: connect with a token")
+        if gateway.limits is not None:  # as POST /commands: the address's, then the seat's
+            gateway.limits.request(address)
+            gateway.limits.command(table_id, seat, address)
         command = checks.seat_command(message["command"], table_id)
         refuse_if_archived(gateway, table_id, "move/match_over")
+        if token is None or await gateway.auth.seat_of(table_id, token) != seat:  # given up
+            raise ApiError("seat/bad_token", "the seat was given up: its token is no seat's")
     except ApiError as error:
         refused("unknown")
         reply = {"kind": "result", **error.body(), "table_id": table_id}

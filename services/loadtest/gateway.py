@@ -10,6 +10,11 @@ One ``aiohttp`` session pools the HTTP connections (``--http-connections``); the
 from a second session without a limit, since each stays open as long as its table plays.  A
 socket's reader skips ``event`` messages of scripted tables without decoding them (they carry
 nothing the tool needs); ``result`` and ``view`` messages are decoded with orjson.
+
+With ``--retry`` a create or join that meets a connection error, a 5xx (503 while Redis is
+away) or a 202 (still queued) is posted again with the same ``command_id`` (a join's private
+key returns the same seat and token), and :meth:`GatewayTable.reconnect` opens the table's
+sockets again (the gateway sends each seat's current view on connecting).
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ from services.loadtest.options import Options
 from services.loadtest.play import TablePlay, view_version
 from services.loadtest.stats import Stats
 from services.loadtest.wakeup import Wakeup
+
+AWAY = frozenset({202, 502, 503, 504})
+"""Statuses of a create or join that say the service was away or slow, not that it refused."""
 
 _EVENT_PREFIX = '{"kind":"event"'
 """How the gateway's compact JSON of an ``event`` message starts."""
@@ -91,12 +99,29 @@ class GatewayTable:
         self.last_command: object = None
         self.match_ended = False
         self.deals = 0
+        self.viewers: list[tuple[int | None, str | None]] = []
+        """Whom the sockets are opened for: (seat, token), or (None, None) for a spectator."""
 
     # --- setting up ------------------------------------------------------------------------
 
     async def _post(self, kind: str, path: str, body: dict[str, Any], stats: Stats) -> Any:
-        assert self.driver.http is not None
         started = time.perf_counter()
+        attempt = 0
+        while True:
+            try:
+                return await self._post_once(kind, path, body, stats, started)
+            except TableGivenUp as error:
+                gone = time.perf_counter() - started > self.options.timeout
+                if not self.options.retry or gone or not error.code.startswith("http/"):
+                    raise
+                attempt += 1
+                stats.retried(error.code)
+                await asyncio.sleep(min(1.0, 0.1 * 2 ** (attempt - 1)))
+
+    async def _post_once(
+        self, kind: str, path: str, body: dict[str, Any], stats: Stats, started: float
+    ) -> Any:
+        assert self.driver.http is not None
         try:
             async with self.driver.http.post(f"{self.options.url}{path}", json=body) as response:
                 raw = await response.read()
@@ -108,6 +133,8 @@ class GatewayTable:
         except orjson.JSONDecodeError:
             answer = None  # e.g. a server error's plain text
         if status not in (200, 201) or not isinstance(answer, dict):
+            if self.options.retry and status in AWAY:  # still queued, or the service is away
+                raise TableGivenUp(f"http/{kind}_{status}", f"{path} answered {status}")
             code = answer.get("code") if isinstance(answer, dict) else None
             raise TableGivenUp(f"{kind}/{code or status}", f"{path} answered {status}")
         stats.setup_done(kind, time.perf_counter() - started)
@@ -127,7 +154,8 @@ class GatewayTable:
         await self._post("create", "/tables", body, stats)
         if bots:
             self.watch_stats = stats
-            await self._connect(None, None)
+            self.viewers = [(None, None)]
+            await self._connect_all(stats)
             return
         tokens = []
         for seat in (0, 1):
@@ -138,8 +166,27 @@ class GatewayTable:
             }
             answer = await self._post("join", f"/tables/{self.table_id}/join", join, stats)
             tokens.append(str(answer["token"]))
-        for seat, token in enumerate(tokens):
-            await self._connect(seat, token)
+        self.viewers = [(0, tokens[0]), (1, tokens[1])]
+        await self._connect_all(stats)
+
+    async def _connect_all(self, stats: Stats) -> None:
+        """Open the sockets of ``viewers``; with ``--retry``, until the gateway takes them."""
+        started = time.perf_counter()
+        attempt = 0
+        while True:
+            try:
+                return await (self.reconnect() if attempt else self._open_sockets())
+            except TableGivenUp as error:
+                gone = time.perf_counter() - started > self.options.timeout
+                if not self.options.retry or gone or not error.code.startswith("ws/"):
+                    raise
+                attempt += 1
+                stats.retried(error.code)
+                await asyncio.sleep(min(1.0, 0.1 * 2 ** (attempt - 1)))
+
+    async def _open_sockets(self) -> None:
+        for viewer, token in self.viewers:
+            await self._connect(viewer, token)
 
     async def _connect(self, seat: int | None, token: str | None) -> None:
         assert self.driver.sockets is not None
@@ -225,6 +272,10 @@ class GatewayTable:
         future: asyncio.Future[tuple[Mapping[str, Any], float]] = (
             asyncio.get_running_loop().create_future()
         )
+        if self.closed is not None:
+            raise self.closed
+        if len(self.sockets) != len(self.viewers):
+            raise TableGivenUp("ws/closed", "the table's sockets are not all open")
         self.waiting[str(command["command_id"])] = future
         payload = orjson.dumps({"kind": "command", "command": command}).decode()
         started = time.perf_counter()
@@ -271,6 +322,16 @@ class GatewayTable:
         while not self.match_ended:
             await self._news(deadline, "watch/timeout")
         return self.deals
+
+    async def reconnect(self) -> None:
+        """Close the table's sockets and open them again (``--retry``).
+
+        Raises TableGivenUp (``ws/connect_failed``) while the gateway does not take them.
+        """
+        await self.close()
+        self.sockets, self.readers = [], []
+        self.closed = None
+        await self._open_sockets()  # all or none: a failure here closes them next time
 
     async def close(self) -> None:
         """Close the sockets and stop their readers."""

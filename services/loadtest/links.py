@@ -5,19 +5,29 @@ A table has at most one command in flight: the tool sends a move, waits for its 
 for a view of the sending seat built to at least the result's version, and only then looks for
 the next move (whose seat's view must be at the newest version known).  The time from the send
 to the result and to that view are the two latencies of the report.
+
+With ``retry`` (``--retry``) a table rides out restarts of the service: a call that fails for
+want of the service (a socket closed, a 503 such as ``store/unavailable``, a result that did not
+come) is made again after a short pause (0.1 s doubling to 1 s), on reconnected sockets, with
+the same ``command_id``, so the service applies it at most once and answers the retry with the
+first result.  With a ``ledger`` every accepted command is written to it
+(``services.loadtest.ledger``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+from services.loadtest.ledger import Ledger
 from services.loadtest.pacing import Pacer
 from services.loadtest.play import Move, TablePlay, command_json
 from services.loadtest.stats import Stats
+
+T = TypeVar("T")
 
 
 class NoService(Exception):
@@ -40,6 +50,28 @@ class Context:
     pacer: Pacer
     result_timeout: float
     stop: asyncio.Event = field(default_factory=asyncio.Event)
+    retry: bool = False
+    retry_for: float = 600.0
+    """With ``retry``, how long one command may be tried again before its table is given up."""
+    ledger: Ledger | None = None
+
+
+RETRY_PAUSE = 0.1
+RETRY_PAUSE_MAX = 1.0
+UNAVAILABLE = frozenset({"store/unavailable", "table/busy", "view/not_ready"})
+"""Answers that say the service is away or busy, not that it refused: send the call again."""
+RETRIED = frozenset({"result/timeout", "result/pending", "view/timeout", "redis/error"})
+"""Failures of the carrier that a call made again may get past (with every ``ws/`` and
+``http/`` failure, and the ``UNAVAILABLE`` answers)."""
+
+
+def may_retry(code: str) -> bool:
+    """Say whether a call that failed with ``code`` is worth making again under ``--retry``.
+
+    >>> [may_retry(c) for c in ("ws/closed", "store/unavailable", "move/not_your_turn")]
+    [True, True, False]
+    """
+    return code in RETRIED or code in UNAVAILABLE or code.startswith(("ws/", "http/"))
 
 
 class TableLink(Protocol):
@@ -65,6 +97,10 @@ class TableLink(Protocol):
     async def watch(self, deadline: float, stats: Stats) -> int:
         """Watch a bot table until its match is over; count its moves; return its deals."""
 
+    async def reconnect(self) -> None:
+        """Open the table's connections again after a failure (``--retry``); raise
+        TableGivenUp when the service is still away."""
+
     async def close(self) -> None:
         """Let go of the table's connections."""
 
@@ -89,7 +125,7 @@ async def play_scripted(link: TableLink, context: Context) -> bool:
             return False
         move = play.next_move()
         if move is None:
-            await link.changed(time.perf_counter() + context.result_timeout)
+            await _ride_out(link, context, time.perf_counter(), lambda: _changed(link, context))
             continue
         await context.pacer.wait()
         if context.stop.is_set():
@@ -100,16 +136,31 @@ async def play_scripted(link: TableLink, context: Context) -> bool:
     return True
 
 
+async def _changed(link: TableLink, context: Context) -> None:
+    await link.changed(time.perf_counter() + context.result_timeout)
+
+
 async def _one(link: TableLink, context: Context, move: Move, command_id: str) -> None:
-    """Send one move and wait for its result and, when accepted, its view."""
+    """Send one move and wait for its result and, when accepted, its view (riding out the
+    service's restarts with ``retry``: the latencies then count from the first send)."""
     stats = context.stats
     command = command_json(move, link.play.table_id, command_id)
     stats.command_sent(move.bad)
-    started = await link.send(move.seat, command)
-    deadline = started + context.result_timeout
-    result, arrived = await link.result(command_id, deadline)
-    if result.get("ok") is None or result.get("pending"):  # no result: the gateway stopped waiting
-        raise TableGivenUp("result/pending", f"{command_id} was still queued")
+    first = time.perf_counter()
+
+    async def answered() -> tuple[Mapping[str, Any], float, float]:
+        started = await link.send(move.seat, command)
+        result, arrived = await link.result(command_id, started + context.result_timeout)
+        if result.get("ok") is None or result.get("pending"):  # the gateway stopped waiting
+            raise TableGivenUp("result/pending", f"{command_id} was still queued")
+        code = result.get("code")
+        if context.retry and result.get("ok") is False and code in UNAVAILABLE:
+            raise TableGivenUp(str(code), f"{command_id}: {result.get('message')}")
+        return result, arrived, started
+
+    result, arrived, started = await _ride_out(link, context, first, answered)
+    if context.retry:
+        started = first
     code = _code(result)
     stats.result(arrived - started, code)
     if code is not None:
@@ -121,6 +172,32 @@ async def _one(link: TableLink, context: Context, move: Move, command_id: str) -
     version = result.get("version")
     if not isinstance(version, int):
         raise TableGivenUp("result/no_version", f"{command_id}: {dict(result)!r}")
+    if context.ledger is not None:
+        context.ledger.accepted(link.play.table_id, command_id, move.seat, version)
     link.play.see_version(version)
-    seen = await link.view_at(move.seat, version, deadline)
+
+    async def viewed() -> float:
+        return await link.view_at(move.seat, version, time.perf_counter() + context.result_timeout)
+
+    seen = await _ride_out(link, context, first, viewed)
     stats.view(seen - started)
+
+
+async def _ride_out(
+    link: TableLink, context: Context, since: float, call: Callable[[], Awaitable[T]]
+) -> T:
+    """Return what ``call`` returns; with ``context.retry``, make it again on reconnected
+    links while it fails for want of the service, for up to ``retry_for`` seconds."""
+    attempt = 0
+    while True:
+        try:
+            if attempt:
+                await link.reconnect()
+            return await call()
+        except TableGivenUp as error:
+            late = time.perf_counter() - since > context.retry_for
+            if not context.retry or late or not may_retry(error.code):
+                raise
+            attempt += 1
+            context.stats.retried(error.code)
+            await asyncio.sleep(min(RETRY_PAUSE_MAX, RETRY_PAUSE * 2 ** (attempt - 1)))

@@ -50,6 +50,8 @@ class Options:
     report: str | None = None
     plot: str | None = None
     display: str = "auto"
+    retry: bool = False
+    ledger: str | None = None
 
     def settings(self) -> dict[str, Any]:
         """Return the options as JSON data for the report (a Redis password hidden)."""
@@ -202,6 +204,12 @@ def add_parser(subparsers: Subparsers, name: str) -> argparse.ArgumentParser:
         "(default: %(default)s)",
     )
     how.add_argument(
+        "--retry",
+        action="store_true",
+        help="ride out restarts of the service: connection errors, 503s and results that do "
+        "not come are retried with the same command_id, sockets reconnected with after=",
+    )
+    how.add_argument(
         "--http-connections",
         type=_positive(int),
         default=Options.http_connections,
@@ -216,6 +224,11 @@ def add_parser(subparsers: Subparsers, name: str) -> argparse.ArgumentParser:
     out = parser.add_argument_group("output")
     out.add_argument("--report", metavar="PATH", help="write the JSON report here")
     out.add_argument("--plot", metavar="PATH", help="write a PNG of throughput and latency here")
+    out.add_argument(
+        "--ledger",
+        metavar="PATH",
+        help="append one JSON line per accepted command: table_id, command_id, seat, version, at",
+    )
     out.add_argument(
         "--interval",
         type=_positive(float),
@@ -272,4 +285,6 @@ def from_args(args: argparse.Namespace) -> Options:
         report=args.report,
         plot=args.plot,
         display=args.display,
+        retry=args.retry,
+        ledger=args.ledger,
     )

@@ -5,9 +5,10 @@ version it knows of the table (a result or a view may be ahead of the other seat
 it never sends a move decided on an old position.  The seat to act picks one of its view's
 ``legal_actions`` with a ``random.Random`` seeded from ``<seed>:<table>:<version>``: the same
 seed and the same deals give the same moves, whether the tool, its locustfile or a test plays.
-Between deals seat 0 sends ``next_deal``.  With a ``bad_share`` the other seat first sends the
-same move out of turn at that share of positions (the rules refuse it with
-``move/not_your_turn``), so that a run exercises the rejection path as well.
+Between deals both seats' views offer ``next_deal``, and seat 0, the first it looks at, sends
+it.  With a ``bad_share`` the other seat first sends the same move out of turn at that share of
+positions (the rules refuse it with ``move/not_your_turn``; never a ``next_deal``, which either
+seat may send), so that a run exercises the rejection path as well.
 
 >>> choose(["turn"], 7, "t-1", 3)
 'turn'
@@ -20,11 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.notation import parse_action
-from events.mapping import to_wire_command
+from engine.views import NEXT_DEAL
+from events.mapping import legal_to_wire
 
-NEXT_DEAL = "next_deal"
-"""The move that starts the next deal (no engine action: the service shuffles)."""
+__all__ = ["NEXT_DEAL", "Move", "TablePlay", "choose", "command_json", "rng_for", "view_version"]
 
 
 @dataclass(frozen=True)
@@ -54,10 +54,7 @@ def choose(legal: Sequence[str], seed: int, table_id: str, version: int) -> str:
 
 def command_json(move: Move, table_id: str, command_id: str) -> dict[str, Any]:
     """Return the wire command of a move as JSON data, with ``expected_version``."""
-    common = {"table_id": table_id, "command_id": command_id, "expected_version": move.version}
-    if move.action == NEXT_DEAL:
-        return {"type": NEXT_DEAL, **common}
-    command = to_wire_command(parse_action(move.action), table_id, command_id, move.version)
+    command = legal_to_wire(move.action, table_id, command_id, move.version)
     return command.model_dump(mode="json", exclude_none=True)
 
 
@@ -119,11 +116,9 @@ class TablePlay:
             legal = view.get("legal_actions") or []
             if legal:
                 action = choose(legal, self.seed, self.table_id, self.version)
-                if self._bad_now():
+                if action != NEXT_DEAL and self._bad_now():
                     return Move(1 - seat, action, self.version, bad=True)
                 return Move(seat, action, self.version)
-            if seat == 0 and _between_deals(view):
-                return Move(0, NEXT_DEAL, self.version)
         return None
 
     def _bad_now(self) -> bool:
@@ -134,11 +129,3 @@ class TablePlay:
             return False
         self._bad_at = self.version
         return True
-
-
-def _between_deals(view: Mapping[str, Any]) -> bool:
-    """Say whether a seat's view shows a finished deal of a match that goes on."""
-    deal = view.get("deal")
-    return (
-        view.get("match_over") is False and isinstance(deal, dict) and deal.get("phase") == "over"
-    )

@@ -5,11 +5,11 @@ Top-level keys: ``tool``, ``started_at`` (UTC, ISO 8601), ``seconds`` (the run's
 ``rate_sent`` (commands sent over it), ``moves_per_s`` (bot tables' moves seen over it),
 ``commands`` (sent, results, unanswered, accepted,
 rejected, refused_on_purpose), ``latency_ms`` (``result`` and ``view``: count, p50, p95, p99,
-max, mean), ``setup_latency_ms`` (``create`` and ``join``), ``rejections`` and ``errors`` (by
-code), ``tables`` (started, finished, deals_finished), ``moves_seen`` (bot tables),
-``timed_out``, ``interrupted`` (by Ctrl-C), ``generator`` (the tool's own CPU seconds and
-share, and its event loop's lag: ``services.loadtest.selfwatch``), and ``series`` (one row per
-``--interval``).
+max, mean), ``setup_latency_ms`` (``create`` and ``join``), ``rejections``, ``errors`` and
+``retries`` (by code; ``--retry``), ``tables`` (started, finished, deals_finished),
+``moves_seen`` (bot tables), ``timed_out``, ``interrupted`` (by Ctrl-C), ``generator`` (the
+tool's own CPU seconds and share, and its event loop's lag: ``services.loadtest.selfwatch``),
+and ``series`` (one row per ``--interval``).
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from services import log as service_log
+from services.loadtest.ledger import Ledger
 from services.loadtest.links import Context, TableGivenUp, TableLink, play_scripted
 from services.loadtest.options import Options
 from services.loadtest.pacing import Pacer
@@ -74,7 +75,14 @@ class Run:
         self.driver = driver
         self.on_interval = on_interval
         self.stats = Stats()
-        self.context = Context(self.stats, Pacer(options.rate), options.result_timeout)
+        self.context = Context(
+            self.stats,
+            Pacer(options.rate),
+            options.result_timeout,
+            retry=options.retry,
+            retry_for=options.timeout,
+            ledger=Ledger(options.ledger) if options.ledger else None,
+        )
         self.outcome = Outcome(self.stats)
         self.selfwatch = SelfWatch()
         self.log: Any = service_log.get_logger("loadtest")
@@ -93,6 +101,8 @@ class Run:
             await self.driver.start()
         except BaseException:
             await self.driver.close()
+            if self.context.ledger is not None:
+                self.context.ledger.close()
             raise
         self._started = time.perf_counter()
         self.selfwatch.start()
@@ -108,7 +118,10 @@ class Run:
                 loop.remove_signal_handler(signal.SIGINT)
             for task in slots:
                 task.cancel()
-            await asyncio.gather(*slots, return_exceptions=True)
+            for ended in await asyncio.gather(*slots, return_exceptions=True):
+                if isinstance(ended, Exception):  # a bug, not a table given up: say so
+                    self.stats.error(f"slot/{type(ended).__name__}")
+                    self.log.error("slot_failed", error=repr(ended))
             monitor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await monitor
@@ -122,6 +135,8 @@ class Run:
                 "loop_lag_ms": summary_ms(self.selfwatch.lags),
             }
             await self.driver.close()
+            if self.context.ledger is not None:
+                self.context.ledger.close()
         return self.outcome
 
     async def _until_done(self, slots: list[asyncio.Task[None]]) -> None:

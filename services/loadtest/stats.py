@@ -74,6 +74,7 @@ class Stats:
         self.accepted = 0
         self.rejections: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
+        self.retries: Counter[str] = Counter()
         self.bad_sent = 0
         self.tables_started = 0
         self.tables_finished = 0
@@ -117,6 +118,10 @@ class Stats:
         self.errors[code] += 1
         self.interval.errors += 1
 
+    def retried(self, code: str) -> None:
+        """Count a call sent again after ``code`` (``--retry``: the service was away)."""
+        self.retries[code] += 1
+
     def table_started(self) -> None:
         """Count a table created and seated."""
         self.tables_started += 1
@@ -153,6 +158,7 @@ class Stats:
             },
             "rejections": dict(sorted(self.rejections.items())),
             "errors": dict(sorted(self.errors.items())),
+            "retries": dict(sorted(self.retries.items())),
             "tables": {
                 "started": self.tables_started,
                 "finished": self.tables_finished,

@@ -31,7 +31,7 @@ from services.loadtest.stats import Stats
 from services.loadtest.wakeup import Wakeup
 from services.redis_server import redact_url
 from services.store.client import connect
-from services.store.keys import KeySpace
+from services.store.keys import KeySpace, command_key
 from services.view_parts import assemble
 
 PIPELINES = 8
@@ -102,6 +102,7 @@ class StreamsTable:
         keys = driver.keys
         self.stream = keys.cmd(keys.shard_of(table_id))
         self.cmdids = keys.command_ids(table_id)
+        self.seats: dict[str, int] = {}  # the seat of each command id sent (its record's key)
         self.view_keys = [keys.table_view(table_id, part) for part in ("public", "seat0", "seat1")]
         self.wake = Wakeup()
         self.arrived: list[float] = [0.0, 0.0]
@@ -209,6 +210,7 @@ class StreamsTable:
         """XADD the seat's command; return when it was handed to the batcher."""
         started = time.perf_counter()
         self.wake.clear()
+        self.seats[str(command["command_id"])] = seat
         try:
             await self._xadd(command, seat)
         except Exception as error:
@@ -219,9 +221,10 @@ class StreamsTable:
         """Return the command's recorded result and when it was read."""
         started = time.perf_counter()
         poll = self.driver.poll_start()[0]
+        key = command_key(command_id, self.seats.pop(command_id, None))  # the seat's record
         while True:
             poll = await self._pause(deadline, poll, "result/timeout")
-            raw, at = await self._read(command_id)
+            raw, at = await self._read(key)
             if raw is not None:
                 self.driver.observe(at - started)
                 _first, last, text = raw.split(b" ", 2)
@@ -255,6 +258,9 @@ class StreamsTable:
             if self.public is not None and self.public.get("status") == "over":
                 return int(self.public.get("deals_played") or 0)
             poll = await self._pause(deadline, poll, "watch/timeout")
+
+    async def reconnect(self) -> None:
+        """Nothing to open again: the Redis client reconnects on its next call."""
 
     async def close(self) -> None:
         """Stop watching the table's feed entries."""

@@ -15,7 +15,7 @@ from services.hint_channels import hint_dropped, views_channel
 from services.log import get_logger
 from services.lru import Lru
 from services.projector.records import ShardWrite
-from services.projector.scripts import SCRIPT_SHA, SCRIPTS
+from services.projector.scripts import READ_ONLY, SCRIPT_SHA, SCRIPTS
 from services.store.keys import KeySpace
 from services.store.redis_store import READ_CHUNK
 from services.store.stream_watch import StreamWatch
@@ -121,6 +121,8 @@ class ProjectorCore:
     @staticmethod
     def _script(name: str, keys: Sequence[str], args: Sequence[Any]) -> PipelineCall:
         sha = SCRIPT_SHA[name]
+        if name in READ_ONLY:  # EVALSHA_RO: read permission on its keys is enough
+            return lambda pipe: pipe.evalsha_ro(sha, len(keys), *keys, *args)
         return lambda pipe: pipe.evalsha(sha, len(keys), *keys, *args)
 
     def reset(self) -> None:

@@ -13,12 +13,16 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from services.collector import collect_at_rest
+from services.log import get_logger
+from services.outage import OUTAGE_ERRORS, Outage, connect_when_up
 from services.projector.rebuild import ProjectorRebuild
 from services.projector.records import RoundStats
 from services.projector.round import ProjectorRound
 from services.settings import Settings
-from services.store.client import connect
 from services.store.keys import KeySpace
+
+ROUND_ERRORS: tuple[type[BaseException], ...] = (RedisError, *OUTAGE_ERRORS)
+"""What makes a round start again from what Redis holds (an outage: after a pause)."""
 
 
 class Projector(ProjectorRound, ProjectorRebuild):
@@ -63,8 +67,9 @@ async def run_projector(
     *,
     client: Redis | None = None,
     rebuild: bool = False,
-) -> Projector:
-    """Follow every shard whose lease is free until ``stop`` is set; return the projector.
+) -> Projector | None:
+    """Follow every shard whose lease is free until ``stop`` is set; return the projector
+    (None when stopped while waiting for Redis to answer at start).
 
     With ``rebuild`` the views are rebuilt first (raises ProjectorBusy when another projector
     holds a lease).  Leases are renewed every third of ``settings.lease_ms`` and given back at
@@ -72,7 +77,11 @@ async def run_projector(
     """
     stop = stop or asyncio.Event()
     own_client = client is None
-    redis = client or connect(settings.redis_url, call_timeouts=False)
+    redis = client or await connect_when_up(
+        settings.redis_url, get_logger("projector"), stop, call_timeouts=False
+    )
+    if redis is None:  # stopped while waiting for Redis
+        return None
     projector = projector_for(redis, settings)
     log = projector.log
     try:
@@ -106,12 +115,14 @@ async def _follow(
     interval = lease_ms / 3000
     block_ms = int(min(500, lease_ms / 3))
     next_claim = 0.0
+    outage = Outage(get_logger("projector"), "rounds")
     while not stop.is_set():
         try:
             now = time.monotonic()
-            if now >= next_claim:
+            if now >= next_claim or outage.ongoing:  # after an outage: the leases first
                 await projector.balance()
                 next_claim = now + interval
+                outage.ok()
             if projector.owned:
                 stats = await projector.step(block_ms=block_ms)
                 collect_at_rest()  # between rounds: what is young now is what the round kept
@@ -120,9 +131,10 @@ async def _follow(
                 pause = linger_ms / 1000
             else:
                 pause = interval
-        except (RedisError, OSError) as exc:  # Redis away: start again from what it holds
-            projector.log.error("round_failed", error=str(exc))
+        except ROUND_ERRORS as exc:  # Redis away, or refused a write: start again from it
+            if not outage.ongoing:
+                projector.log.error("round_failed", error=str(exc))
             projector.reset()
-            pause = 0.5
+            pause = outage.failed(exc)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=pause)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from services.store.redis_store import READ_LUA
+from services.store.scripts import is_read_only
 
 _VIEW_VERSION = """\
 -- The table version a stored view part was built to (its first "version" field), nil if none.
@@ -136,3 +137,6 @@ SCRIPT_SHA = {
 
 WRITTEN, LEASE_LOST, MOVED = 0, 1, 2
 """The write script's first reply: written, lease not ours, checkpoint moved."""
+
+READ_ONLY = frozenset(name for name, source in SCRIPTS.items() if is_read_only(source))
+"""The scripts that write nothing, run by ``EVALSHA_RO`` (``services.store.scripts``)."""

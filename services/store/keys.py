@@ -8,8 +8,9 @@ touches keys of one Redis Cluster slot.  Keys, with ``ns`` the deployment's pref
 ``<ns>:{sNN}:t:<table>:ev``            the table's events; stream ids ``<version>-1``
 ``<ns>:{sNN}:t:<table>:head``          hash: ``version``, ``hash`` (hex), ``status``
 ``<ns>:{sNN}:t:<table>:secret``        hash written atomically with an append (seed, …)
-``<ns>:{sNN}:t:<table>:cmdids``        hash ``<command id>`` → first result (expires after
-                                       the match)
+``<ns>:{sNN}:t:<table>:cmdids``        hash :func:`command_key` (``<seat>:<command id>``, or
+                                       the id alone for create and join) → first result
+                                       (expires after the match)
 ``<ns>:{sNN}:feed``                    shard feed: one entry per append (``t``, ``f``, ``l``)
 ``<ns>:{sNN}:cmdids``                  hash ``<table>|<command id>`` → first result, where
                                        stores before the per-table hash recorded them (read)
@@ -19,6 +20,7 @@ touches keys of one Redis Cluster slot.  Keys, with ``ns`` the deployment's pref
 ``<ns>:{sNN}:timers``                  sorted set of deadlines
 ``<ns>:{sNN}:sealed``                  sorted set of finished tables (score: finish time, ms),
                                        the archiver's index (``docs/archive.md``)
+``<ns>:{lobby}:waiting|running|rows``  the lobby's lists and rows (``services/lobby.py``)
 =====================================  ==========================================================
 
 Other services build their keys with :meth:`KeySpace.shard_key` (or the named helpers) so that a
@@ -32,7 +34,15 @@ import zlib
 from dataclasses import dataclass
 from functools import cached_property
 
-__all__ = ["DEFAULT_NS", "DEFAULT_SHARDS", "InvalidTableId", "KeySpace", "check_table_id"]
+__all__ = [
+    "DEFAULT_NS",
+    "DEFAULT_SHARDS",
+    "InvalidTableId",
+    "KeySpace",
+    "check_table_id",
+    "command_key",
+    "other_command_keys",
+]
 
 DEFAULT_NS = "cq"
 DEFAULT_SHARDS = 16
@@ -53,6 +63,34 @@ def check_table_id(table_id: str) -> str:
     if not isinstance(table_id, str) or not _TABLE_ID.fullmatch(table_id):
         raise InvalidTableId(f"invalid table id {table_id!r}: use 1-128 of A-Z a-z 0-9 _ . : -")
     return table_id
+
+
+def command_key(command_id: str, seat: int | None) -> str:
+    """The field a command's record is kept under in its table's command ids: a seat's command
+    by ``<seat>:<command id>``, a table-level one (create, join: ``seat`` None) by its id.
+
+    A command id is its seat's idempotency key: the ids are public (every envelope carries
+    one), so a retry is a retry only from the same seat (wire ids have no ``:``, so the forms
+    never meet; ``docs/api.md``, "Idempotency").
+
+    >>> command_key("c-0001-abcd", 1), command_key("j-0001-abcd", None)
+    ('1:c-0001-abcd', 'j-0001-abcd')
+    """
+    return command_id if seat is None else f"{seat}:{command_id}"
+
+
+def other_command_keys(command_id: str, seat: int | None) -> tuple[str, ...]:
+    """The fields the same command id has when another sender used it: the store refuses a
+    command whose id one of them holds (``command/id_taken``), so that an id stays one
+    command's in the table's events.
+
+    >>> other_command_keys("c-0001-abcd", 1)
+    ('0:c-0001-abcd', 'c-0001-abcd')
+    >>> other_command_keys("c-0001-abcd", None)
+    ('0:c-0001-abcd', '1:c-0001-abcd')
+    """
+    senders = (0, 1, None)
+    return tuple(command_key(command_id, other) for other in senders if other != seat)
 
 
 def _glob_escape(text: str) -> str:
@@ -125,7 +163,7 @@ class KeySpace:
         return self.table_key(table_id, "secret")
 
     def command_ids(self, table_id: str) -> str:
-        """The table's processed command ids: hash ``<command id>`` → ``<first> <last>
+        """The table's processed command ids: hash :func:`command_key` → ``<first> <last>
         <result>``, kept a while after the match ends (``RedisEventStore``)."""
         return self.table_key(table_id, "cmdids")
 
@@ -164,6 +202,11 @@ class KeySpace:
         """The shard's sorted set of finished tables, scored by the time (ms) their match
         ended: written by the append that ends a match, emptied by the archiver."""
         return self.shard_key(shard, "sealed")
+
+    def lobby(self, part: str) -> str:
+        """``<ns>:{lobby}:<part>``: a key of the lobby (``waiting``, ``running``, ``rows``), all
+        in one slot of their own (``services/lobby.py``)."""
+        return f"{self.ns}:{{lobby}}:{part}"
 
     def cmdid_field(self, table_id: str, command_id: str) -> str:
         """The field of a command in the shard's :meth:`cmdids`: ``<table>|<command id>``."""

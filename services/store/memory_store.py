@@ -67,6 +67,8 @@ class MemoryEventStore(EventStore):
         secrets: Mapping[str, str] | None = None,
         status: str | None = None,
         views: Mapping[str, str] | None = None,
+        taken_by: Sequence[str] = (),
+        taken_result: bytes | str = b"",
     ) -> AppendResult:
         check_append_args(table_id, expected_version, expected_hash, command_id)
         self.keys.cmdid_field(table_id, command_id)  # same validation as Redis
@@ -79,6 +81,10 @@ class MemoryEventStore(EventStore):
             last_hash = table.events[seen.last - 1].hash if seen.last > 0 else GENESIS_HASH
             return AppendResult(seen.first, seen.last, last_hash, True, seen.result)
         version = len(table.events)
+        if any((table_id, other) in self._commands for other in taken_by):
+            refusal = taken_result.encode() if isinstance(taken_result, str) else taken_result
+            self._commands[(table_id, command_id)] = _Command(version + 1, version, refusal)
+            return AppendResult(version + 1, version, expected_hash, False, refusal, refused=True)
         if version != expected_version or table.last_hash != expected_hash:
             raise VersionConflict(
                 table_id, expected_version, version, expected_hash, table.last_hash

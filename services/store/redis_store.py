@@ -9,7 +9,8 @@ client computes the hashes with :mod:`events.chain`; the script checks the comma
 head version and hash, and writes everything or nothing.
 
 Command ids are what makes a command apply once: a command id the table has seen is answered
-with its first outcome.  Once a table's match is over nothing more can happen at it, so its
+with its first outcome, and one another seat used (``taken_by``) is refused
+(``AppendResult.refused``).  Once a table's match is over nothing more can happen at it, so its
 command ids are kept ``finished_ids_ms`` more (an hour by default: far longer than a redelivery
 or a client's retry takes), then Redis drops them; a duplicate sent after that is decided
 again, and the finished match refuses it.  A command id recorded by a store of before the
@@ -58,7 +59,7 @@ from .codec import (  # noqa: F401  (SEP, encode_body_exact and the helpers: re-
     unpack_body,
 )
 from .keys import KeySpace, check_table_id
-from .scripts import APPEND_LUA, READ_LUA, SEAL_LUA
+from .scripts import APPEND_LUA, READ_LUA, SEAL_LUA, ReadOnlyScript
 
 __all__ = [
     "APPEND_LUA",
@@ -134,7 +135,7 @@ class RedisEventStore(EventStore):
         self.keys = keys or KeySpace()
         self._script = client.register_script(APPEND_LUA)
         self._seal = client.register_script(SEAL_LUA)
-        self._read = client.register_script(READ_LUA)
+        self._read = ReadOnlyScript(client, READ_LUA)
         if read_chunk < 1:
             raise ValueError("read_chunk must be >= 1")
         self.read_chunk = read_chunk
@@ -183,6 +184,9 @@ class RedisEventStore(EventStore):
             len(secret_items),
             self._finished_ids_ms,
             _finish_time(r) if r.status == "over" else "",
+            r.taken_result,
+            len(r.taken_by),
+            *r.taken_by,
         ]
         for e, stored in encoded:
             args.append(stored)
@@ -206,6 +210,11 @@ class RedisEventStore(EventStore):
             return AppendResult(
                 int(reply[1]), int(reply[2]), last_hash, False, _b(r.result), tuple(prepared)
             )
+        if code == 3:  # the command id is another seat's: its refusal recorded
+            version = int(reply[1])
+            return AppendResult(
+                version + 1, version, r.expected_hash, False, _b(r.taken_result), refused=True
+            )
         if code == 1:
             last = int(reply[2])
             raw = reply[4]
@@ -228,6 +237,8 @@ class RedisEventStore(EventStore):
         secrets: Mapping[str, str] | None = None,
         status: str | None = None,
         views: Mapping[str, str] | None = None,
+        taken_by: Sequence[str] = (),
+        taken_result: bytes | str = b"",
     ) -> AppendResult:
         return await self.append_request(
             AppendRequest(
@@ -240,6 +251,8 @@ class RedisEventStore(EventStore):
                 secrets,
                 status,
                 views,
+                taken_by,
+                taken_result,
             )
         )
 

@@ -1,10 +1,62 @@
-"""The store's Lua scripts: append (from ``append.lua``), read and seal."""
+"""The store's Lua scripts: append (from ``append.lua``), read and seal; and
+:class:`ReadOnlyScript`, how a script that writes nothing is run (by ``EVALSHA_RO``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from importlib import resources
+from typing import Any
 
-__all__ = ["APPEND_LUA", "PACK_ENTRIES_LUA", "READ_LUA", "SEAL_LUA"]
+from redis.commands.core import AsyncScript
+from redis.exceptions import NoScriptError
+
+__all__ = [
+    "APPEND_LUA",
+    "PACK_ENTRIES_LUA",
+    "READ_LUA",
+    "SEAL_LUA",
+    "ReadOnlyScript",
+    "is_read_only",
+]
+
+
+def is_read_only(source: str) -> bool:
+    """Whether a script declares that it writes nothing (``#!lua flags=no-writes``)."""
+    first = source.split("\n", 1)[0]
+    return first.startswith("#!lua") and "no-writes" in first
+
+
+class ReadOnlyScript(AsyncScript):
+    """A script that writes nothing, run by ``EVALSHA_RO`` instead of ``EVALSHA``.
+
+    Redis's ACL asks read *and* write permission on every key an ``EVALSHA`` names, and only
+    read permission for ``EVALSHA_RO``: so a user that may only read a table's events (the
+    gateway's, ``deploy/redis/users.acl``) can still run the read scripts, and no write script
+    at all (``docs/deploy.md``, "Redis users").  Loaded on NOSCRIPT, as redis-py's scripts are.
+    """
+
+    async def __call__(
+        self,
+        keys: Sequence[Any] | None = None,
+        args: Iterable[Any] | None = None,
+        client: Any = None,
+    ) -> Any:
+        from redis.asyncio.client import Pipeline
+        from redis.asyncio.cluster import ClusterPipeline
+
+        keys = list(keys or [])
+        argv = (*keys, *(args or []))
+        client = self.registered_client if client is None else client
+        if isinstance(client, Pipeline):
+            client.scripts.add(self)  # type: ignore[arg-type]  # loads what the server lacks
+        if isinstance(client, ClusterPipeline):
+            return client.evalsha_ro(self.sha, len(keys), *argv)
+        try:
+            return await client.evalsha_ro(self.sha, len(keys), *argv)
+        except NoScriptError:
+            self.sha = await client.script_load(self.script)
+            return await client.evalsha_ro(self.sha, len(keys), *argv)
+
 
 APPEND_LUA: str = resources.files(__package__).joinpath("append.lua").read_text("utf-8")
 """The append script (loaded once with SCRIPT LOAD, run with EVALSHA)."""

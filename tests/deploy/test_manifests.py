@@ -192,6 +192,19 @@ def compose_env(service: dict[str, Any]) -> dict[str, str]:
     return {str(k): str(v) for k, v in env.items()}
 
 
+def redis_server_of(url: str) -> str:
+    """A REDIS_URL without its user and password: the server and database it names."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname}:{parts.port}{parts.path}"
+
+
+def acl_users() -> list[str]:
+    """The Redis users of ``deploy/redis/users.acl``, ``default`` aside."""
+    lines = (DEPLOY / "redis" / "users.acl").read_text().splitlines()
+    names = [line.split()[1] for line in lines if line.startswith("user ")]
+    return [name for name in names if name != "default"]
+
+
 def interpolated_default(value: str) -> str:
     """``${NAME:-16}`` → ``16``; a plain value unchanged."""
     match = re.fullmatch(r"\$\{\w+:?-([^}]*)\}", value)
@@ -240,6 +253,8 @@ def known_env_names() -> frozenset[str]:
     read = re.compile(r"""(?:environ(?:\.get)?|getenv)\s*[(\[]\s*["']([A-Z][A-Z0-9_]+)["']""")
     for path in (ROOT / "services").rglob("*.py"):
         names.update(read.findall(path.read_text()))
+    # the passwords deploy/redis/render-acl.sh reads, one a user of users.acl
+    names.update(f"CONQUIAN_REDIS_PASSWORD_{user.upper()}" for user in acl_users())
     return frozenset(names)
 
 
@@ -336,9 +351,11 @@ def served_ports(argv: list[str], env: dict[str, str]) -> set[int]:
 
 
 def runs_redis(argv: list[str]) -> bool:
-    """redis-server, directly or through deploy/redis/cluster-node.sh (which execs it)."""
+    """redis-server, directly or through deploy/redis/cluster-node.sh or acl-server.sh (which
+    exec it)."""
+    starters = {"cluster-node.sh", "acl-server.sh"}
     return Path(argv[0]).name == "redis-server" or (
-        Path(argv[0]).name == "sh" and len(argv) > 1 and Path(argv[1]).name == "cluster-node.sh"
+        Path(argv[0]).name == "sh" and len(argv) > 1 and Path(argv[1]).name in starters
     )
 
 
@@ -445,6 +462,8 @@ def test_compose_services_agree_on_shards_and_the_workers_fit(project: str) -> N
     services = compose_projects()[project]["services"]
     for setting in ("CONQUIAN_SHARDS", "CONQUIAN_NAMESPACE", "REDIS_URL"):
         values = {compose_env(s).get(setting) for s in services.values() if is_conquian(s)}
+        if setting == "REDIS_URL":  # one server, each service its own user (users.acl)
+            values = {None if v is None else redis_server_of(v) for v in values}
         assert len(values) == 1 and None not in values, f"{setting}: {values}"
     shards = int(interpolated_default(compose_env(services["gateway"])["CONQUIAN_SHARDS"]))
     replicas = services["engine-worker"].get("deploy", {}).get("replicas", 1)
@@ -615,7 +634,12 @@ def test_compose_default_is_the_single_redis() -> None:
     for name, service in services.items():
         if is_conquian(service):
             assert set(service["depends_on"]) == {"redis"}, name
-            assert compose_env(service)["REDIS_URL"] == "redis://redis:6379/0", name
+            url = urlsplit(compose_env(service)["REDIS_URL"])
+            assert redis_server_of(url.geturl()) == "redis://redis:6379/0", name
+            assert url.username in acl_users(), name  # a Redis user of its own
+            variable = f"CONQUIAN_REDIS_PASSWORD_{url.username.upper()}"
+            assert url.password == f"${{{variable}:-}}", name
+            assert variable in compose_env(services["redis"]), name
 
 
 def test_compose_cluster_nodes_run_the_single_redis_config_in_cluster_mode() -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from engine.actions import NewMatch, Play, Resign, StartDeal
 from engine.cards import ALL_CARDS, CardMask, cards_of, format_card, parse_card
+from engine.errors import WrongPhase
 from engine.events import CardDeclined, CardWasted, DealStarted, Decline, Event
 from engine.game import decide, evolve
 from engine.legal import legal_actions
@@ -19,6 +20,7 @@ from engine.notation import format_action, parse_position
 from engine.rules import PRESETS
 from engine.state import Match, Phase
 from engine.views import (
+    NEXT_DEAL,
     DealtView,
     format_visible_event,
     seat_parts,
@@ -182,7 +184,7 @@ def test_a_seat_part_holds_its_hand_and_its_legal_actions_only() -> None:
     assert set(mine) == {"seat", "hand", "legal_actions"}
     assert mine["hand"] == ["5S", "KC", "KD", "KH"] and mine["legal_actions"]
     assert theirs == {"seat": 1, "hand": ["AC", "2C"], "legal_actions": []}
-    assert seat_parts(Match()) == (
+    assert seat_parts(Match(), seated=False) == (
         {"seat": 0, "hand": None, "legal_actions": []},
         {"seat": 1, "hand": None, "legal_actions": []},
     )
@@ -199,12 +201,43 @@ def test_with_seat_refuses_what_is_not_a_seat_part() -> None:
         with_seat(spectator_view(Match()), {"seat": 0, "hand": ["5S"], "legal_actions": []})
 
 
-def test_the_seat_to_act_sees_exactly_its_legal_actions() -> None:
-    for match, _ in random_game(3):
+@pytest.mark.parametrize("seed", range(10))
+def test_the_seat_to_act_sees_exactly_its_legal_actions_and_between_deals_both_next_deal(
+    seed: int,
+) -> None:
+    """Issue 18 c: between deals a view said ``legal_actions: []`` to both seats, and a client
+    that follows its view waited for ever; what may happen next is now in the views."""
+    between = 0
+    for match, _ in random_game(seed):
         if match.to_act is not None:
             expected = [format_action(a) for a in legal_actions(match)]
             assert seat_view(match, match.to_act)["legal_actions"] == expected
             assert seat_view(match, 1 - match.to_act)["legal_actions"] == []
+        elif match.between_deals:
+            between += 1
+            for seat in (0, 1):
+                assert seat_view(match, seat)["legal_actions"] == [NEXT_DEAL]
+                assert seat_view(match, seat, seated=False)["legal_actions"] == []
+        else:  # the match is over: nothing more happens
+            assert match.over
+            assert [seat_view(match, s)["legal_actions"] for s in (0, 1)] == [[], []]
+        assert spectator_view(match)["legal_actions"] == []
+    assert between >= 1  # every random match passes between deals at least after MatchStarted
+
+
+def test_next_deal_is_legal_exactly_between_deals() -> None:
+    """``StartDeal`` is decided by the same ``between_deals`` the views offer it by."""
+    match = evolve(None, decide(None, NewMatch(deals=2))[0])
+    deck = tuple(ALL_CARDS)
+    assert match.between_deals and seat_parts(match)[1]["legal_actions"] == [NEXT_DEAL]
+    started = evolve(match, decide(match, StartDeal(deck))[0])
+    assert not started.between_deals
+    with pytest.raises(WrongPhase):
+        decide(started, StartDeal(deck))
+    done = parse_position("over 0 | outcome draw | h0 5S | h1 AC 2C | s 7D | w 3H")
+    assert done.between_deals and seat_parts(done)[0]["legal_actions"] == [NEXT_DEAL]
+    over = parse_position("over 0 | outcome draw | h0 5S | h1 AC 2C | s 7D | w 3H | match_over -")
+    assert not over.between_deals and seat_parts(over)[0]["legal_actions"] == []
 
 
 def test_both_hands_are_shown_once_the_deal_is_over() -> None:

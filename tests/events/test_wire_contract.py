@@ -83,6 +83,9 @@ def test_every_command_round_trips_through_json() -> None:
         cmd("meld_hand", hand=["KC", "KD", "KH"], table=[["KC", "KD", "KH"]]),
         cmd("resign"),
         cmd("next_deal"),
+        cmd("leave_table"),
+        cmd("rematch", next_table_id="t-abcdefghijkl"),
+        cmd("report_bot_failure", code="bot/failed", message="the greedy bot raised KeyError"),
     ]
     assert {s["type"] for s in samples} == set(commands.COMMAND_TYPES)
     for raw in samples:
@@ -215,6 +218,9 @@ def sample_events() -> list[domain.EventModel]:
         ),
         domain.PlayerJoined(seat=0, name="Ana"),
         domain.PlayerJoined(seat=1, name="Greedy bot", bot="greedy"),
+        domain.PlayerLeft(seat=0),
+        domain.RematchAgreed(seat=1),
+        domain.RematchOpened(next_table_id="t-abcdefghijkl"),
         DealStarted(
             number=1, dealer=1, stake=1, commitment="a" * 64, algorithm="hmac-sha256-fy-v1"
         ),
@@ -234,6 +240,7 @@ def sample_events() -> list[domain.EventModel]:
         StakesSettled(winner=0, amount=1, scores=(1, 0), next_stake=1),
         domain.DealRevealed(number=1, seed="0" * 64, algorithm="hmac-sha256-fy-v1"),
         domain.MatchEnded(winner=None, scores=(2, 2)),
+        domain.BotFailed(seat=1, bot="greedy", code="bot/failed", message="it raised KeyError"),
         CommandRejected(command_id="c-000001", code="move/not_your_turn", message="seat 1 …"),
     ]
 
@@ -244,6 +251,19 @@ def test_every_event_type_round_trips_through_json() -> None:
     for event in samples:
         assert upcast.parse_event(event.model_dump_json()) == event
         assert upcast.parse_event(event.model_dump(mode="json")) == event
+
+
+def test_a_bot_failure_has_a_bot_code_and_a_short_message() -> None:
+    """The report of a bot that could not move (issue 18 b) is checked like any event."""
+    ok = {"type": "bot_failed", "v": 1, "seat": 1, "bot": "greedy", "code": "bot/failed"}
+    assert upcast.parse_event({**ok, "message": "m"}) == domain.BotFailed(**{**ok, "message": "m"})
+    for bad in ({"code": "move/failed"}, {"message": ""}, {"message": "x" * 201}, {"seat": 2}):
+        with pytest.raises(ContractError) as info:
+            upcast.parse_event({**ok, "message": "m", **bad})
+        assert info.value.code == "event/invalid"
+    with pytest.raises(ContractError) as refused:
+        parse_command(cmd("report_bot_failure", code="bot/failed"))  # no message
+    assert refused.value.code == "command/invalid"
 
 
 def test_every_event_has_its_schema_version_and_type() -> None:

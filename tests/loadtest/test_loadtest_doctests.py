@@ -15,6 +15,7 @@ import pytest
         "services.loadtest.pacing",
         "services.loadtest.stats",
         "services.loadtest.display",
+        "services.loadtest.links",
     ],
 )
 def test_the_examples_in_the_docstrings_hold(module: str) -> None:

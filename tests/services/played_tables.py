@@ -157,11 +157,12 @@ def assert_views_equal_engine(views: dict[str, str], match: Match, table_id: str
     of the true state; the public view is the spectator view plus the table's own fields."""
     assert set(views) == set(STORED_PARTS)
     public = json.loads(views["public"])
+    seated = None not in public["seats"]  # nobody is offered next_deal before both sit
     for seat in (0, 1):
         part = json.loads(views[f"seat{seat}"])
         assert set(part) == {"table_id", "version", "seat", "hand", "legal_actions"}, seat
         got = assemble(f"seat{seat}", public, part)
-        assert engine_parts(got) == plain(seat_view(match, seat)), seat
+        assert engine_parts(got) == plain(seat_view(match, seat, seated=seated)), seat
     spectator = plain(spectator_view(match))
     assert engine_parts(assemble("spectator", public)) == spectator
     assert public["table_id"] == table_id

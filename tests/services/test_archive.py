@@ -21,11 +21,12 @@ import redis
 import redis.asyncio
 
 from events import commands as wc
-from services import cli
+from services import cli, lobby
 from services.archive.folder import FolderArchive
 from services.archive.mover import Archiver
 from services.archive.record import ArchiveError, check_chain, pack, unpack
 from services.archive.redis_tables import delete_tables, export_tables
+from services.lobby import lobby_row
 from services.selfplay import SelfplayConfig, record_selfplay
 from services.store import Head, KeySpace, RedisEventStore
 from services.table_service import TableService
@@ -118,9 +119,14 @@ async def test_finished_tables_move_to_the_archive_and_their_keys_go(
     keys = KeySpace(redis_ns, SHARDS)
     store = RedisEventStore(redis_client, keys)
     live = wc.CreateTable(table_id="live-1", command_id="c-live-1", rules="classic", deals=1)
-    assert (await TableService(store).execute(live, None)).ok
+    created = await TableService(store).execute(live, None)
+    assert created.ok and created.table is not None
+    live_table = created.table
     before = {t: await store.read(t) for t in TABLES}
     heads = {t: await store.head(t) for t in TABLES}
+    # a lobby row left behind (a running row whose end was never written, a finished one)
+    stale = [lobby.LobbyRow(t, 1, "running", {"table_id": t}) for t in TABLES]
+    await lobby.write_rows(redis_client, keys, [*stale, lobby_row(live_table)], 1)
 
     # not old enough yet: nothing moves
     code, data = await asyncio.to_thread(
@@ -145,6 +151,9 @@ async def test_finished_tables_move_to_the_archive_and_their_keys_go(
     for shard in range(SHARDS):
         assert redis_sync.zcard(keys.sealed(shard)) == 0
     assert (await store.head("live-1")).status == "open"  # a live table stays
+    assert redis_sync.zrange(keys.lobby("running"), 0, -1) == []  # archived: out of the lobby
+    assert redis_sync.hkeys(keys.lobby("rows")) == [b"live-1"]
+    assert len(redis_sync.zrange(keys.lobby("waiting"), 0, -1)) == 1
 
     # a second run finds nothing left
     code, data = await asyncio.to_thread(archive_cli, capsys, redis_url, redis_ns, folder)

@@ -28,6 +28,7 @@ import pytest
 import redis.asyncio
 from redis.asyncio.cluster import RedisCluster
 
+from services.chaos.checks import applied_twice, command_runs, read_views, run_cli
 from services.feed_follower import FeedFollower
 from services.redis_server.cluster import LocalCluster, slot_ranges
 from services.settings import load_settings
@@ -127,6 +128,7 @@ async def test_the_probes_ask_the_master_that_holds_the_key(
             "REDIS_URL": shared_cluster.url,
             "CONQUIAN_NAMESPACE": ns,
             "CONQUIAN_WORKER_ID": "w-probe",
+            "CONQUIAN_LEASE_MS": "10000",  # the heartbeat above is seconds old by now
         },
         "worker",
     )
@@ -216,18 +218,6 @@ def retrying(method: str, url: str, body: dict[str, Any] | None = None) -> dict[
     raise AssertionError(f"{method} {url} kept failing")
 
 
-def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "services.cli", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-
-
 def test_bot_tables_on_a_cluster_survive_a_master_killed_and_restarted(
     cluster: LocalCluster, tmp_path: Path
 ) -> None:
@@ -315,17 +305,14 @@ async def _check_store(url: str, tables: list[str]) -> None:
             assert head.status == "over", (table, head)
             events = await store.read(table)
             assert [e.version for e in events] == list(range(1, head.version + 1))
-            runs: list[str] = []  # each command's events in one run: applied once
-            for event in events:
-                command_id = event.body["command_id"]
-                if not runs or runs[-1] != command_id:
-                    runs.append(command_id)
-            assert len(runs) == len(set(runs)), f"{table}: a command applied twice"
+            runs = command_runs(events)  # each command's events in one run: applied once
+            assert applied_twice(runs) == [], f"{table}: a command applied twice"
             answered = await client.hgetall(settings.keys.command_ids(table))
             for field, record in answered.items():
                 result = json.loads(record.split(b" ", 2)[2])
                 if result.get("ok"):
-                    assert field.decode() in runs, f"{table}: accepted {field!r} has no events"
+                    command_id = field.decode().rpartition(":")[2]  # "<seat>:<id>" or "<id>"
+                    assert command_id in runs, f"{table}: accepted {field!r} has no events"
     finally:
         await client.aclose()
 
@@ -334,11 +321,57 @@ async def _views(url: str, tables: list[str]) -> dict[str, Any]:
     settings = load_settings(redis_url=url, namespace=NAMESPACE, shards=SHARDS)
     client = connect(url)
     try:
-        out: dict[str, Any] = {}
-        for table in tables:
-            for part in ("public", "seat0", "seat1"):
-                raw = await client.get(settings.keys.table_view(table, part))
-                out[f"{table}/{part}"] = None if raw is None else json.loads(raw)
-        return out
+        return await read_views(client, settings.keys, tables)
+    finally:
+        await client.aclose()
+
+
+async def test_the_lobby_is_one_slot_whatever_the_master_of_each_table(
+    shared_cluster: LocalCluster,
+) -> None:
+    """Rows of tables on every master are written and paged through a cluster client."""
+    from redis.crc import key_slot
+
+    from engine.state import changed
+    from events import commands as wc
+    from services import lobby
+    from services.store import MemoryEventStore
+    from services.table import SeatHolder, Table
+    from services.table_service import TableService
+
+    keys = KeySpace("lob", shards=16)
+    assert len({key_slot(keys.lobby(p).encode()) for p in ("waiting", "running", "rows")}) == 1
+    service = TableService(MemoryEventStore())
+    rows = []
+    for n in range(12):
+        created = await service.execute(
+            wc.CreateTable(table_id=f"lt-{n}", command_id=f"c-create-{n:03d}"), None
+        )
+        assert created.table is not None
+        table: Table = created.table
+        if n % 3 == 0:  # both seats taken: a running table
+            table = changed(table, seats=(SeatHolder("ana"), SeatHolder("bo")))
+        rows.append(lobby.lobby_row(table))
+    client = connect(shared_cluster.url)
+    assert isinstance(client, RedisCluster)
+    try:
+        await client.initialize()
+        masters = {_master(client, keys.head(f"lt-{n}")) for n in range(12)}
+        assert len(masters) == 3  # the tables are all over the cluster, the lobby in one slot
+        for n, row in enumerate(rows):
+            await lobby.write_rows(client, keys, [row], 1_000 + n)
+        pages: list[str] = []
+        cursor = None
+        while True:
+            page = await lobby.page(client, keys, "waiting", 3, cursor)
+            pages += [t["table_id"] for t in page["tables"]]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert pages == [f"lt-{n}" for n in range(11, -1, -1) if n % 3]
+        running = await lobby.page(client, keys, "running", 100, None)
+        assert [t["table_id"] for t in running["tables"]] == ["lt-9", "lt-6", "lt-3", "lt-0"]
+        await lobby.forget(client, keys, [f"lt-{n}" for n in range(12)])
+        assert (await lobby.page(client, keys, "running", 100, None))["tables"] == []
     finally:
         await client.aclose()

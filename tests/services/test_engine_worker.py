@@ -27,6 +27,7 @@ from services.hint_channels import results_channel, views_channel
 from services.settings import Settings, load_settings
 from services.shard_leases import fair_share, lease_key, registry_key
 from services.store.client import packing_in_c, without_call_timeouts
+from services.store.keys import command_key
 from services.store.redis_store import RedisEventStore
 from services.table import Table
 from services.table_service import Decision, Outcome, TableService
@@ -136,12 +137,16 @@ async def send(
 
 
 async def result_of(
-    store: RedisEventStore, table_id: str, command_id: str, timeout: float = 10.0
+    store: RedisEventStore,
+    table_id: str,
+    command_id: str,
+    seat: int | None = None,
+    timeout: float = 10.0,
 ) -> dict[str, Any]:
-    """Wait for the recorded result of a command."""
+    """Wait for the recorded result of a command of ``seat`` (None: create, join)."""
     deadline = time.monotonic() + timeout
     while True:
-        raw = await store.command_result(table_id, command_id)
+        raw = await store.command_result(table_id, command_key(command_id, seat))
         if raw is not None:
             result: dict[str, Any] = json.loads(raw)
             return result
@@ -222,6 +227,7 @@ async def test_commands_are_applied_acked_and_hinted(
             assert hint == {
                 "table_id": table_id,
                 "command_id": command.command_id,
+                "seat": None,
                 "result": result,
             }
         assert (await result_of(store, table_id, f"join1-{table_id}"))["seat"] == 1
@@ -318,7 +324,7 @@ async def test_a_finished_tables_command_ids_go_after_the_set_time(
                 await send(redis_client, settings, command)
             assert (await result_of(store, table_id, f"join1-{table_id}"))["ok"] is True
         await send(redis_client, settings, wc.Resign(table_id="F1", command_id="resign-F1"), 0)
-        assert (await result_of(store, "F1", "resign-F1"))["ok"] is True
+        assert (await result_of(store, "F1", "resign-F1", 0))["ok"] is True
     finished = await redis_client.pttl(settings.keys.command_ids("F1"))
     assert 0 < finished <= 60_000
     assert await redis_client.hlen(settings.keys.command_ids("F1")) == 4
@@ -390,7 +396,7 @@ async def test_each_entry_is_acked_and_hinted_once(
     async with Hints(redis_client, settings) as hints, running(settings):
         for command, seat in ((create, None), (join0, None), (join0, None), (stale, 0)):
             await send(redis_client, settings, command, seat)
-        await result_of(store, table_id, stale.command_id)
+        await result_of(store, table_id, stale.command_id, 0)
         await send(redis_client, settings, join1)
         await hints.wait(join1.command_id)
         await eventually(lambda: len(hints.all) >= 5)
@@ -431,8 +437,8 @@ async def test_rejections_are_recorded_and_change_nothing(
         ]
         for command, sender, _ in cases:
             await send(redis_client, settings, command, sender)
-        for command, _, code in cases:
-            result = await result_of(store, table_id, command.command_id)
+        for command, sender, code in cases:
+            result = await result_of(store, table_id, command.command_id, sender)
             assert result["ok"] is False
             assert result["code"].startswith(code), result
             assert result["message"]
@@ -440,7 +446,7 @@ async def test_rejections_are_recorded_and_change_nothing(
         assert await store.head(table_id) == head  # nothing appended
         # the table still plays: the seat to act turns the card
         await send(redis_client, settings, wc.Turn(table_id=table_id, command_id="turn-ok-1"), seat)
-        assert (await result_of(store, table_id, "turn-ok-1"))["ok"] is True
+        assert (await result_of(store, table_id, "turn-ok-1", seat))["ok"] is True
     assert await pending(redis_client, settings) == 0
 
 
@@ -605,6 +611,34 @@ async def test_a_lost_lease_stops_the_shard_at_once(
         await redis_client.delete(key)  # the intruder goes away: the shard is free again
         assert (await result_of(store, table_id, create.command_id))["ok"] is True
         assert 2 in worker.owned
+
+
+async def test_a_worker_restarted_under_its_id_takes_its_leases_back_at_once(
+    redis_url: str, redis_ns: str, redis_client: redis.asyncio.Redis
+) -> None:
+    """Issue 18 (section 2): a SIGKILLed worker restarted by its supervisor under the same id
+    waited for its own leases to expire (10 s then) before its shards moved again.  Its
+    previous process left the leases of shards 0 and 1 (a minute long) and a command read but
+    not processed; the new process takes both shards back at once and answers the command,
+    while a worker of another id leaves the other process's lease of shard 2 alone."""
+    a_settings = make_settings(redis_url, redis_ns, "a", lease_ms=6000)
+    store = RedisEventStore(redis_client, a_settings.keys)
+    for shard in (0, 1):
+        await redis_client.set(lease_key(a_settings.keys, shard), a_settings.worker_id, px=60_000)
+    await redis_client.set(lease_key(a_settings.keys, 2), "someone-else", px=60_000)
+    table_id = table_on(a_settings, 1)
+    stream = a_settings.keys.cmd(1)
+    await redis_client.xgroup_create(stream, GROUP, id="0", mkstream=True)
+    create = opening(table_id)[0]
+    await send(redis_client, a_settings, create)
+    read: Any = await redis_client.xreadgroup(GROUP, a_settings.worker_id, {stream: ">"})
+    assert len(read[0][1]) == 1  # the previous process read it, then died
+    async with running(a_settings) as worker:
+        await eventually(lambda: {0, 1} <= worker.owned, timeout=5)
+        assert (await result_of(store, table_id, create.command_id, timeout=5))["ok"] is True
+        assert 2 not in worker.owned
+        assert (await lease_holders(redis_client, a_settings))[2] == "someone-else"
+    await redis_client.delete(lease_key(a_settings.keys, 2))
 
 
 # --- claims and poison -------------------------------------------------------------------------

@@ -8,8 +8,11 @@ command stream stay as they were).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import re
+import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -450,13 +453,17 @@ async def test_reads_during_a_redis_outage_answer_503_with_retry_after(tmp_path:
             created = await stack.http.post("/tables", json={"deals": 1})
             assert created.status_code == 201, created.text
             table = created.json()["table_id"]
-            server.stop()
-            for url in (f"/tables/{table}", f"/tables/{table}/view"):
+            assert server.pid is not None
+            os.kill(server.pid, signal.SIGKILL)
+            for url in (f"/tables/{table}", f"/tables/{table}/view", "/readyz"):
                 response = await stack.http.get(url)
                 assert response.status_code == 503, (url, response.text)
                 assert response.json()["code"] == "store/unavailable"
                 assert response.headers["retry-after"] == "1"
-            assert (await stack.http.get("/readyz")).status_code == 503
+            server.restart()  # same port and data folder: the gateway answers again
+            assert (await stack.http.get("/readyz")).status_code == 200
+            events = await stack.http.get(f"/tables/{table}/events")  # views are not in the AOF
+            assert events.status_code == 200 and events.json()["version"] >= 1, events.text
     finally:
         server.stop()
 
@@ -493,3 +500,28 @@ async def test_the_api_documents_load_nothing_from_the_internet(stack: Stack) ->
         for address in found:
             asset = await stack.http.get(address)
             assert asset.status_code == 200 and asset.content, (page, address)
+
+
+async def test_a_gateway_started_while_redis_is_away_waits_for_it(tmp_path: Path) -> None:
+    """Issue 18 (section 2): a gateway (re)started during an outage exited at once, and its
+    supervisor's pause grew; it now waits for Redis and opens as soon as it answers."""
+    from services.gateway.state import open_gateway
+
+    server = LocalRedis(tmp_path / "redis", stop_timeout=10)
+    server.start()
+    settings = load_settings(redis_url=server.url, namespace="late", shards=2,
+                             token_secret=SECRET)  # fmt: skip
+    try:
+        assert server.pid is not None
+        os.kill(server.pid, signal.SIGKILL)
+        opening = asyncio.create_task(open_gateway(settings))
+        await asyncio.sleep(1.5)
+        assert not opening.done()  # waiting, not failed
+        server.restart()
+        gateway = await asyncio.wait_for(opening, 10)
+        try:
+            assert await gateway.redis.ping()
+        finally:
+            await gateway.close()
+    finally:
+        server.stop()

@@ -41,3 +41,30 @@ async def test_every_line_of_a_hint_message_is_a_hint(
         assert seen == {"t-a": [None, 7], "t-b": [None, 9]}  # a result hint, then the view's
     finally:
         await hub.stop()
+
+
+async def test_a_result_hint_reaches_only_the_waiter_of_its_seat(
+    redis_client: redis.asyncio.Redis, redis_ns: str
+) -> None:
+    """A command id is its seat's (issue 18 e): seat 1 waiting on an id seat 0 also sent must
+    not take seat 0's result from the hint; a hint naming no seat (an older worker's, or an
+    entry too broken to read its seat) still wakes every waiter of the id."""
+    hub = Hub(redis_client, redis_ns, structlog.get_logger("test"))
+    await hub.start()
+    try:
+        with (
+            hub.result_waiter("t-a", "cmd-shared-1", 0) as zero,
+            hub.result_waiter("t-a", "cmd-shared-1", 1) as one,
+        ):
+            refused = {"ok": False, "code": "move/not_your_turn"}
+            hint = {"table_id": "t-a", "command_id": "cmd-shared-1", "seat": 0, "result": refused}
+            await redis_client.publish(f"{redis_ns}:results", json.dumps(hint))
+            await asyncio.wait_for(zero.event.wait(), 5)
+            assert zero.result == refused
+            assert not one.event.is_set() and one.result is None
+            bare = {"table_id": "t-a", "command_id": "cmd-shared-1", "result": {"ok": False}}
+            await redis_client.publish(f"{redis_ns}:results", json.dumps(bare))
+            await asyncio.wait_for(one.event.wait(), 5)
+            assert one.result == {"ok": False}
+    finally:
+        await hub.stop()

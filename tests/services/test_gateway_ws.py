@@ -8,6 +8,7 @@ every socket of the process shares one Redis subscription.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -242,3 +243,41 @@ def test_a_connection_that_falls_too_far_behind_is_dropped(monkeypatch: pytest.M
         {"kind": "event", "n": 2},
         None,
     ]
+
+
+async def test_a_seat_given_up_closes_its_socket_before_the_next_player_is_dealt(
+    stack: Stack,
+) -> None:
+    await stack.create(table_id="gone", deals=1)
+    ana = await stack.join("gone", "Ana", seat=0)
+    async with Listener(url(stack, "gone", ana.token, after=0)) as socket:
+        await socket.wait_version(ana.version)
+        answer = await stack.http.post("/tables/gone/leave", headers=ana.headers)
+        assert answer.status_code == 200, answer.text
+        error = await socket.wait_for(lambda m: m["kind"] == "error")
+        assert error["code"] == "seat/bad_token"
+        assert await socket.wait_closed() == 4401
+        assert socket.events()[-1]["payload"] == {"type": "player_left", "v": 1, "seat": 0}
+    await stack.join("gone", "Bo", seat=0)
+    await stack.join("gone", "Cy", seat=1)
+    assert all(v["seat"] == 0 and v.get("deal") is None for v in socket.views())
+
+
+async def test_a_socket_command_after_its_seat_was_given_up_is_refused(stack: Stack) -> None:
+    """A socket open when its seat was given up (and taken again) acts for nobody, even
+    before its room has seen the ``player_left`` that closes it."""
+    from services.gateway.ws import _answer
+
+    await stack.create(table_id="stale", deals=1)
+    ana = await stack.join("stale", "Ana", seat=0)
+    leave = await stack.http.post("/tables/stale/leave", headers=ana.headers)
+    assert leave.status_code == 200
+    bo = await stack.join("stale", "Bo", seat=0)
+    command = wire_command("turn", "stale", "ws-stale-0001", None).model_dump(mode="json")
+    raw = json.dumps({"kind": "command", "command": command})
+    gateway = stack.app.state.gateway
+    reply = await _answer(gateway, "stale", ana.token, 0, raw)
+    assert (reply["ok"], reply["code"]) == (False, "seat/bad_token")
+    assert (await stack.http.get("/tables/stale")).json()["version"] == bo.version
+    mine = await _answer(gateway, "stale", bo.token, 0, raw)  # the seat's new token acts
+    assert mine["code"] != "seat/bad_token", mine

@@ -139,7 +139,10 @@ def test_views_of_the_v1_fixture_equal_the_views_of_its_revealed_decks() -> None
         assert match is not None
         assert_views_equal_engine(fold.views(), match, table_id)
     public = json.loads(fold.views()["public"])
-    assert public["seats"] == [{"name": "Ana", "bot": None}, {"name": "Greedy", "bot": "greedy"}]
+    assert public["seats"] == [
+        {"name": "Ana", "bot": None, "bot_failure": None},
+        {"name": "Greedy", "bot": "greedy", "bot_failure": None},
+    ]
     assert public["status"] == "over" and public["turn_seconds"] == 30
 
 
@@ -210,8 +213,8 @@ async def test_catch_up_writes_every_view_part_and_the_checkpoint(
     assert views is not None
     public = json.loads(views["public"])
     assert public["seats"] == [
-        {"name": "ana", "bot": None},
-        {"name": "greedy bot", "bot": "greedy"},
+        {"name": "ana", "bot": None, "bot_failure": None},
+        {"name": "greedy bot", "bot": "greedy", "bot_failure": None},
     ]
     assert (public["status"], public["turn_seconds"], public["rules"]["name"]) == (
         "playing",

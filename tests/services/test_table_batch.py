@@ -10,7 +10,7 @@ import pytest
 from engine.bots import RandomBot
 from events import commands as wc
 from events.mapping import to_wire_command
-from services.store import MemoryEventStore
+from services.store import MemoryEventStore, command_key
 from services.table import Table
 from services.table_batch import BatchItem, execute_many
 from services.table_service import Decision, Outcome, TableService
@@ -91,9 +91,10 @@ async def test_same_events_and_results_as_one_by_one() -> None:
     for t in tables:
         assert await dump(a, t) == await dump(b, t)
         assert await a.secrets(t) == await b.secrets(t)
-    for (command, _), outcome in zip(items, results, strict=True):
-        expected = await a.command_result(command.table_id, command.command_id)
-        assert await b.command_result(command.table_id, command.command_id) == expected
+    for (command, seat), outcome in zip(items, results, strict=True):
+        key = command_key(command.command_id, seat)
+        expected = await a.command_result(command.table_id, key)
+        assert await b.command_result(command.table_id, key) == expected
         assert outcome.ok == (b'"ok":true' in (expected or b""))
     assert sum(r.duplicate for r in results) > 0
     assert sum(not r.ok for r in results) > 0

@@ -53,9 +53,10 @@ async def test_every_viewer_gets_the_engines_view_from_the_parts() -> None:
         public = parts["public"]
         assert tuple(public)[2 : 2 + len(PUBLIC_ONLY)] == PUBLIC_ONLY
         head = {"table_id": public["table_id"], "version": public["version"]}
+        seated = None not in public["seats"]
         expected = {
-            "seat0": {**head, **seat_view(match, 0)},
-            "seat1": {**head, **seat_view(match, 1)},
+            "seat0": {**head, **seat_view(match, 0, seated=seated)},
+            "seat1": {**head, **seat_view(match, 1, seated=seated)},
             "spectator": {**head, **spectator_view(match)},
         }
         for viewer, view in expected.items():
@@ -75,7 +76,9 @@ async def test_a_seat_part_holds_only_its_own_hand() -> None:
             part = parts[name]
             assert set(part) == {"table_id", "version", "seat", "hand", "legal_actions"}
             assert part["seat"] == seat and part["hand"] is not None
-            if part["legal_actions"]:
+            if part["legal_actions"] == ["next_deal"]:  # either seat, between deals
+                assert match.to_act is None and match.between_deals
+            elif part["legal_actions"]:
                 assert match.to_act == seat
 
 

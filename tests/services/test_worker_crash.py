@@ -43,6 +43,7 @@ from services import cli
 from services.engine_worker import GROUP
 from services.settings import Settings, load_settings
 from services.shard_leases import lease_key
+from services.store.keys import command_key
 from services.store.redis_store import RedisEventStore
 from services.table import fold_table
 from services.table_service import TableService
@@ -127,15 +128,14 @@ class Client:
             await self.redis.xadd(stream, fields)
             self.duplicates += 1
         deadline = time.monotonic() + RESULT_TIMEOUT
-        while (
-            raw := await self.store.command_result(command.table_id, command.command_id)
-        ) is None:
+        key = command_key(command.command_id, seat)  # the seat's record of the command
+        while (raw := await self.store.command_result(command.table_id, key)) is None:
             if time.monotonic() > deadline:
                 raise AssertionError(f"no result for {command.command_id}")
             await asyncio.sleep(0.005)
         result: dict[str, Any] = json.loads(raw)
-        self.results[command.table_id, command.command_id] = result
-        self.sent.setdefault(command.table_id, []).append((command.command_id, result["ok"]))
+        self.results[command.table_id, key] = result
+        self.sent.setdefault(command.table_id, []).append((key, result["ok"]))
         return result
 
     async def play(self, table_id: str, seed: int) -> None:
@@ -238,7 +238,9 @@ async def test_sigkill_mid_stream_loses_nothing_and_doubles_nothing(
             )
             if found:
                 command = json.loads(found[0][1][b"c"])
-                if await store.command_result(command["table_id"], command["command_id"]):
+                seat = found[0][1][b"s"].decode()
+                key = command_key(command["command_id"], int(seat) if seat else None)
+                if await store.command_result(command["table_id"], key):
                     applied_not_acked += 1
     done_at_kill = len(client.results)
     second = start_worker(redis_url, redis_ns, "crash-b", tmp_path)
@@ -285,7 +287,7 @@ async def test_sigkill_mid_stream_loses_nothing_and_doubles_nothing(
             command_id = event.body["command_id"]
             if not runs or runs[-1] != command_id:
                 runs.append(command_id)
-        accepted = [cid for cid, ok in client.sent[table_id] if ok]
+        accepted = [key.rpartition(":")[2] for key, ok in client.sent[table_id] if ok]
         assert runs == accepted, f"{table_id}: events out of order or applied twice"
         table = fold_table(
             table_id,

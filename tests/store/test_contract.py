@@ -132,6 +132,36 @@ async def test_command_ids_are_per_table(store: EventStore) -> None:
     assert await store.command_result("t2", "same") == b"b"
 
 
+async def test_a_command_id_another_sender_holds_records_the_refusal_only(
+    store: EventStore,
+) -> None:
+    r1 = await store.append("t1", 0, GENESIS_HASH, "0:same-id", [typical_body(0)], b"a")
+    for attempt in range(2):
+        refused = await store.append(
+            "t1",
+            1,
+            r1.last_hash,
+            "1:same-id",
+            [typical_body(1)],
+            b"b",
+            taken_by=("0:same-id", "same-id"),
+            taken_result=b"taken",
+        )
+        assert refused.duplicate is bool(attempt)
+        if refused.duplicate:  # the second time: the recorded refusal
+            assert refused.result == b"taken" and not refused.refused
+        else:
+            assert refused.refused and refused.result == b"taken"
+        assert (refused.first_version, refused.last_version) == (2, 1)
+    assert await store.head("t1") == Head(1, r1.last_hash, None)  # nothing appended
+    assert await store.command_result("t1", "1:same-id") == b"taken"
+    assert await store.command_result("t1", "0:same-id") == b"a"
+    free = await store.append(
+        "t1", 1, r1.last_hash, "0:other-id", [typical_body(1)], b"c", taken_by=("other-id",)
+    )
+    assert not free.refused and free.last_version == 2  # no other sender holds it
+
+
 async def test_version_conflict(store: EventStore) -> None:
     r1 = await store.append("t1", 0, GENESIS_HASH, "c1", [typical_body(0)], b"")
     with pytest.raises(VersionConflict) as info:
