@@ -7,6 +7,7 @@ well formed, some broken), sent with the token of either seat of ``fz-play``.  E
 * is no 5xx: an accepted command, or a documented rejection with its code's status;
 * after a rejection, the table did not move (head version and hash, event stream length);
   after an acceptance, it moved to the version the answer names;
+* a command id answered as a duplicate is the same seat's, else ``command/id_taken``;
 * shows no card hidden from the seat, and neither do the seat's and the spectator's views
   read after it (``fuzz_truth``).
 """
@@ -109,6 +110,9 @@ def fuzz_commands(stack: Stack, tables: Tables, truth: Truth) -> dict[str, int]:
                 assert after[table_id].version == answer["version"] > version, answer
                 assert after[tables.open] == before[tables.open]
         assert not accepted or code == "ok", (sent, response.text)
+        command_id = (body_of(sent) or {}).get("command_id")
+        if isinstance(answer, dict) and isinstance(command_id, str):
+            check_retry(table_id, command_id, seat, answer, code)
         label = f"driven {code}" if accepted else code
         seen[label] = seen.get(label, 0) + 1
         for viewer, headers in ((seat, auth(tables, table_id, seat)), (None, {})):
@@ -118,6 +122,17 @@ def fuzz_commands(stack: Stack, tables: Tables, truth: Truth) -> dict[str, int]:
             shown += leaks(read.content, hidden)
             assert not shown, f"seat {viewer} was shown {shown}"
         return code == "ok"
+
+    owners: dict[tuple[str, str], int] = {}
+
+    def check_retry(table_id: str, command_id: str, seat: int, answer: Any, code: str) -> None:
+        """A command id is its first sender's: another seat never gets that seat's answer
+        (issue 18, 1e), it gets ``command/id_taken``."""
+        owner = owners.get((table_id, command_id))
+        if answer.get("duplicate"):
+            assert owner == seat or code == "command/id_taken", (command_id, seat, owner, answer)
+        if owner is None and "version" in answer and code != "command/id_taken":
+            owners[(table_id, command_id)] = seat  # the store recorded a result under it
 
     try:
         run()
