@@ -1,8 +1,9 @@
 """Hypothesis over the seats' command payloads, with real tokens, through the served gateway.
 
-Each example is either a legal action of the seat to act (taken from its view, so that the deal
-moves on through every phase) or a generated command (``fuzz_payloads``: every type, mostly
-well formed, some broken), sent with the token of either seat of ``fz-play``.  Every answer:
+Each example is a generated command (``fuzz_payloads``: every type, mostly well formed, some
+broken) sent with the token of either seat of ``fz-play``, then one legal action of the seat to
+act (from its view; the next deal between deals; a new table when the match is over), so that
+the examples meet every phase of a deal.  Every answer, the legal ones' too:
 
 * is no 5xx: an accepted command, or a documented rejection with its code's status;
 * after a rejection, the table did not move (head version and hash, event stream length);
