@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-test: $(STAMP)
+test: lint
 	$(PY) -m pytest -q
 
 fuzz: $(STAMP)
@@ -25,7 +25,8 @@ chaos: $(STAMP)
 	$(VENV)/bin/conquian chaos --duration 180 --json --report .data/chaos-report.json
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check engine events && $(VENV)/bin/mypy --strict engine events
+	$(VENV)/bin/ruff check engine events services bench tests
+	$(VENV)/bin/mypy --strict engine events services
 
 schema: $(STAMP)
 	$(PY) -m events.schema docs/schema && $(PY) -m services.gateway.asyncapi docs/asyncapi.json && $(PY) -m services.gateway.web_types docs/schema services/gateway/web/conquian-types.d.ts

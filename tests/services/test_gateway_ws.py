@@ -276,8 +276,9 @@ async def test_a_socket_command_after_its_seat_was_given_up_is_refused(stack: St
     command = wire_command("turn", "stale", "ws-stale-0001", None).model_dump(mode="json")
     raw = json.dumps({"kind": "command", "command": command})
     gateway = stack.app.state.gateway
-    reply = await _answer(gateway, "stale", ana.token, 0, raw, None)
+    reply = await _answer(gateway, "stale", ana.token, 0, raw, "127.0.0.1")
     assert (reply["ok"], reply["code"]) == (False, "seat/bad_token")
     assert (await stack.http.get("/tables/stale")).json()["version"] == bo.version
-    mine = await _answer(gateway, "stale", bo.token, 0, raw, None)  # the seat's new token acts
+    # the seat's new token acts
+    mine = await _answer(gateway, "stale", bo.token, 0, raw, "127.0.0.1")
     assert mine["code"] != "seat/bad_token", mine
