@@ -69,7 +69,8 @@ class Code(StrEnum):
     QUERY_INVALID = (
         "query/invalid", 422, 4422,
         "a query parameter breaks its rule, on HTTP and on the WebSocket alike: `after` and "
-        "`min_version` are whole numbers from 0 to 2^53 − 1, `limit` from 1 to 1000 (the "
+        "`min_version` are whole numbers from 0 to 2^53 − 1 in digits alone (no sign, no "
+        "space), `limit` from 1 to 1000 (the "
         "lobby's: 1 to 100), the lobby's `status` is `waiting` or `running` and its `cursor` "
         "one a page handed out")
     # --- stored events read back (a corrupt or too new table stream) ----------------------------
