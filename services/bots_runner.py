@@ -51,7 +51,7 @@ from redis.asyncio import Redis
 
 from engine.actions import Action, Play
 from engine.bots import Bot, make_bot
-from engine.codes import Code
+from engine.codes import Code, CodedError
 from engine.errors import EngineError
 from engine.game import decide
 from engine.state import Match
@@ -96,7 +96,7 @@ class BotCommand:
     command: wc.Command
 
 
-class BotError(Exception):
+class BotError(CodedError):
     """The bot on ``seat`` could not choose its move: a stable ``code`` and a public message
     (never the bot's own error text, which may name a card of its hand)."""
 

@@ -28,7 +28,7 @@ from typing import Any
 from engine import actions as ea
 from engine import events as ee
 from engine.bots import BOTS
-from engine.codes import Code
+from engine.codes import Code, CodedError
 from engine.errors import EngineError
 from engine.game import decide, fold
 from engine.state import Match
@@ -50,7 +50,7 @@ MAX_CONFLICT_RETRIES = 5
 _log = get_logger("table_service")
 
 
-class TableError(Exception):
+class TableError(CodedError):
     """A command the table cannot take, apart from the rules of play; ``code`` is stable."""
 
     code = Code.TABLE_ERROR.value

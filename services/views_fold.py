@@ -49,7 +49,7 @@ from typing import Any
 
 from engine import events as ee
 from engine.cards import FULL_MASK, Card, CardMask, iter_cards, parse_card
-from engine.codes import Code
+from engine.codes import Code, CodedError
 from engine.game import evolve
 from engine.state import Match, changed
 from engine.views import stored_parts
@@ -63,7 +63,7 @@ from services.view_parts import PUBLIC, PUBLIC_ONLY, SEAT_PARTS, dump_view
 __all__ = ["FoldError", "TableFold", "dump_views", "status_of", "table_views", "view_dicts"]
 
 
-class FoldError(ValueError):
+class FoldError(CodedError, ValueError):
     """A table's events cannot be folded into views (a gap, a missing hand, a card that is not
     where the events say it is); ``code`` is stable."""
 

@@ -19,7 +19,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from engine.codes import Code, status_of
+from engine.codes import Code, CodedError, status_of
 
 __all__ = ["UNAVAILABLE", "ApiError", "from_contract", "install", "status_of"]
 
@@ -32,7 +32,7 @@ UNAVAILABLE: tuple[type[Exception], ...] = (
 )
 """What Redis raises while it is away, loading its AOF or failing over: ``store/unavailable``."""
 
-class ApiError(Exception):
+class ApiError(CodedError):
     """A rejection the gateway answers at once; ``code`` is a catalogue entry (``engine.codes``),
     ``status`` its status unless given (a code passed on from the worker is its text)."""
 

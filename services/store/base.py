@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from engine.codes import Code
+from engine.codes import Code, CodedError
 from events.chain import GENESIS_HASH, HASH_FIELDS, event_hash, hash_canonical
 
 from .keys import KeySpace, check_table_id
@@ -128,7 +128,7 @@ class AppendRequest:
 
 
 # -- errors -----------------------------------------------------------------------------------
-class StoreError(Exception):
+class StoreError(CodedError):
     """Base of the store's errors; ``code`` is stable."""
 
     code = Code.STORE_ERROR.value

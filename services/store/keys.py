@@ -34,7 +34,7 @@ import zlib
 from dataclasses import dataclass
 from functools import cached_property
 
-from engine.codes import Code
+from engine.codes import Code, CodedError
 
 __all__ = [
     "DEFAULT_NS",
@@ -54,7 +54,7 @@ _NS = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")
 _GLOB = re.compile(r"([*?\[\]\\])")
 
 
-class InvalidTableId(ValueError):
+class InvalidTableId(CodedError, ValueError):
     """A table id the store refuses: 1-128 characters of ``A-Z a-z 0-9 _ . : -``."""
 
     code = Code.STORE_INVALID_TABLE_ID.value

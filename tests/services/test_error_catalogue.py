@@ -14,7 +14,13 @@ from engine.codes import Code, CodedError, close_of, lookup, status_of
 from events import base as contract
 from events.envelope import HashMismatch
 from events.fairness import FairnessError, InvalidSeed, UnknownAlgorithm
+from services.bots_runner import BotError
 from services.gateway import error_table
+from services.gateway.errors import ApiError
+from services.store.base import StoreError, VersionConflict
+from services.store.keys import InvalidTableId
+from services.table_service import TableError
+from services.views_fold import FoldError
 
 ROOT = Path(__file__).parents[2]
 CODE_LIKE = re.compile(r"[a-z]+/[a-z_]+")
@@ -132,6 +138,23 @@ def test_the_engines_and_the_contracts_errors_share_the_base() -> None:
         assert issubclass(cls, CodedError)
     assert lookup(FairnessError("x").code) is Code.FAIRNESS_ERROR
     assert lookup(InvalidSeed("x").code) is Code.FAIRNESS_INVALID_SEED
+
+
+def test_the_services_errors_share_the_base_and_carry_plain_text() -> None:
+    errors: list[CodedError] = [
+        ApiError(Code.TABLE_NOT_FOUND, "no table"),
+        TableError(Code.SEAT_TAKEN, "seat 1 is taken"),
+        BotError(0, "random", Code.BOT_FAILED, "the random bot raised"),
+        StoreError("corrupt"),
+        VersionConflict("t", 1, 2),
+        InvalidTableId("bad id"),
+        FoldError("a gap"),
+    ]
+    for error in errors:
+        assert lookup(error.code) is not None and type(error.code) is str, error
+        assert error.message == str(error), error
+    assert ApiError(Code.TABLE_NOT_FOUND, "x").status == 404
+    assert ApiError("seat/taken", "a code passed on as text").status == 409
 
 
 @pytest.mark.parametrize(
