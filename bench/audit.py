@@ -3,26 +3,8 @@
     .venv/bin/python bench/audit.py [--url redis://127.0.0.1:6379/9] [--tables 1000]
                                     [--players greedy,random] [--repeat 3] [--keep]
 
-Tables are recorded first with ``conquian selfplay --record``'s code (``record_selfplay``:
-every deal played through ``TableService`` with wire commands, one table per deal), into a
-throw-away namespace that is deleted at the end unless ``--keep`` (a kept namespace given again
-with ``--namespace`` is reused, so the slow recording happens once).  Then, ``--repeat`` times:
-
-* **audit**: what ``conquian audit --all`` does (``audit_store``: each batch of ``--batch``
-  tables read with one request sent before the batch before is checked, every table certified
-  by the fast path or audited in full) -- wall time from the table listing to the last report,
-  and the process's CPU time;
-* **read**: the same reads alone, one batch after the other (nothing to overlap them with);
-* **check**: the fast path alone (``audit_packed``) over the replies already in memory, its
-  CPU time, and within it the share of the engine (``decide`` + ``evolve``);
-* **full**: for reference, what a table the fast path does not certify costs: the store's read
-  (``load_tables``) and the full audit (``audit_table``) of every table;
-* **jobs** (``--jobs N``, default 2; 0 skips it): ``conquian audit --all --jobs N --json`` itself,
-  N processes auditing shares of the tables -- wall time from the listing to the summary,
-  starting the processes included.
-
-The last line printed is a JSON object with the figures (the fastest run of each) and the load
-average before and after.
+What each pass measures: ``docs/performance.md`` ("Audit", "Module notes").  The last line
+printed is a JSON object with the figures.
 """
 
 from __future__ import annotations

@@ -1,19 +1,7 @@
 """Views: what a seat may see and what a spectator may see, computed in one place.
 
 Every view of a state goes through ``_view`` and every view of an event through
-``visible_event``; nothing else in the code base decides what is secret.  The rules:
-
-- both tables, the centre card, scores, stakes and the phase are public;
-- a hand is shown to its own seat only, and to everybody once the deal is over (then nothing is
-  left to hide, and a reviewer wants to see the cards that were stuck); the other seats and
-  spectators see its size;
-- the stock and the waste are face down: everyone sees their sizes, nobody their cards (the
-  stock order stays hidden after the deal too);
-- only the seat to act sees its legal actions; between deals (``Match.between_deals``) each
-  seat sees :data:`NEXT_DEAL`, the one thing that may happen next, which either may ask for;
-- ``DealStarted`` holds the whole deck: a seat gets ``DealtView`` with its own ten cards, a
-  spectator one with none.  ``CardWasted`` stays public: the refused card lay face up as the
-  centre card a moment before, so everyone at the table has seen it.
+``visible_event``; the rules they apply are listed in ``docs/rules.md`` ("Module notes").
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """The wire contract: commands, domain events, their envelope and the fairness of deals.
 
-Every client and service shares it; the engine never imports it.  ``docs/events.md`` describes
-the contract; the main names are re-exported here:
-
-* commands (client → service): :data:`Command`, :func:`parse_command` (``events.commands``);
-* domain events: :data:`DomainEvent`, :data:`TableEvent`, :func:`audience`
-  (``events.domain``), read with upcasting by :func:`parse_event` (``events.upcast``);
-* the envelope and its hash chain: :class:`Envelope`, :func:`seal` (``events.envelope``,
-  ``events.chain``);
-* engine values both ways: :func:`to_wire`, :func:`to_engine`, :func:`to_engine_command`
-  (``events.mapping``);
-* errors with stable codes: :class:`ContractError` and its subclasses (``events.base``).
+Every client and service shares it; the engine never imports it.  The main names are
+re-exported here; ``docs/events.md`` describes the contract and which module holds what.
 """
 
 from events.base import (

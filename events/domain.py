@@ -1,13 +1,6 @@
 """Domain events on the wire: what happened at a table, one frozen model per ``type``.
 
-Each event carries its schema version ``v`` (the class's ``VERSION``); older versions are
-upcast on read by ``events.upcast.parse_event``.  Cards are text (``"7H"``), hands are sorted
-card lists, tables are lists of melds (see ``events.mapping`` for the order).  The envelope
-(table, version, ids, time, hashes) is apart, in ``events.envelope``.
-
-Secrecy lives in one place, :func:`audience`: ``hand_dealt`` is for its seat only, every other
-event is public.  No event before ``deal_revealed`` holds the order of the stock or the seed:
-``deal_started`` publishes only the commitment (SHA-256 of the seed).
+Who may see an event is :func:`audience`; ``docs/events.md`` lists every event and its rules.
 
 >>> CardTurned(seat=1, card="7h").model_dump()
 {'type': 'card_turned', 'v': 1, 'seat': 1, 'card': '7H'}

@@ -1,15 +1,6 @@
 """``conquian replay``: a table's stored events as a readable transcript, or its position.
 
-The transcript goes deal by deal, one line per event with its version, in the notation of
-``engine.notation``.  Hands are secret while a deal is played: a ``hand_dealt`` line shows its
-cards only once the deal's seed is revealed (the whole deal is public then), or when it is the
-hand of ``--seat``.  ``--at VERSION`` prints the position after that version
-(``engine.notation.format_position``); in a deal not yet revealed it leaves out the stock and
-the hands ``--seat`` may not see (a position may name fewer than 40 cards, docs/notation.md).
-
-A table that left Redis is read from the archive (``--archive-dir``, ``docs/archive.md``).
-Replay is a viewer, not a checker: it shows a tampered table as it is stored (``conquian
-audit`` says what is wrong with it); a body it cannot read becomes a ``??`` line.
+What it shows of hands and how it treats tampered tables: ``docs/audit.md`` ("Replay").
 """
 
 from __future__ import annotations

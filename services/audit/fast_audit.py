@@ -1,24 +1,7 @@
 """The fast path: a clean table certified from its stored text (:func:`audit_packed`).
 
-Nearly every table is clean, so the audit first tries to certify a table straight from what
-Redis holds (``audit_packed``); whatever it cannot certify -- a failure, or anything unusual --
-is read again by the store and goes through the full audit (``full_audit``), which names the
-failure.  A table certified here is one the full audit passes, with the same report (the tests
-run both over clean and tampered tables).  The fast path reads each body as the store writes it
-(``services/store/codec.py``: ``type``, ``v``, ``command_id``, ``causation``, ``time``,
-then the canonical JSON of the other fields without braces, the "payload text") and checks
-the same things in cheaper terms:
-
-* a move's events (the wire types of the engine's move events, ``_TEXT_OF``) are not decoded:
-  each payload text must be, character for character, the canonical wire text of the engine's
-  event, which is a valid event of the contract; so are a deal's ``deal_started`` and
-  ``hand_dealt`` (``_deal_texts``), and a ``deal_revealed`` or ``player_joined`` must pass the
-  plain checks and be written as canonical JSON writes it;
-* so the canonical JSON of such a body is its payload text with the envelope fields spliced in
-  at their sorted places (``_builder``), and it is hashed without being encoded again;
-* a ``table_created`` (one a table) is decoded and hashed exactly as the full audit does;
-* a move's command is read from as little as it needs (the seat that acts is the seat to act:
-  the engine's first event names it, and it must be the recorded one).
+It certifies only what the full audit would pass, with the same report; anything else goes to
+the full audit.  What it checks in cheaper terms: ``docs/audit.md`` ("Module notes").
 """
 
 from __future__ import annotations

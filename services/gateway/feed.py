@@ -1,18 +1,7 @@
 """A table's events as one viewer may see them: redacted, and without hashes that would leak.
 
-Two rules, both decided here:
-
-* **Audience.** ``events.domain.audience`` says who may see an event: ``hand_dealt`` reaches
-  its own seat only, every other event everyone.  An event a viewer may not see is left out
-  (its version is skipped).
-* **Hashes of a deal in play.** An envelope's ``hash`` covers its body, and every later hash
-  covers it again through ``prev_hash``.  The one unknown of an opponent's ``hand_dealt`` body
-  is its ten cards: a seat that knows its own hand has C(30, 10) ≈ 3·10⁷ candidates to try
-  against any later hash, a few seconds of work.  So while a deal is in play (from its
-  ``deal_started`` until its ``deal_revealed``), the envelopes of the events after its
-  ``deal_started`` go out with ``hash`` and ``prev_hash`` null.  Once the seed is revealed the
-  deck is public and the same events are served with their hashes, so the whole chain can be
-  checked (``GET /tables/{id}/events`` again, or ``events.chain``).
+Who sees an event is ``events.domain.audience``; why hashes of a deal in play are withheld is in
+``docs/api.md``.
 """
 
 from __future__ import annotations

@@ -1,22 +1,7 @@
 """Live tables: one room per table with open WebSockets, fed by the process's one hub.
 
-A :class:`Room` follows its table for every connection on it: on a result hint it reads the
-table's new events from the store once and hands each connection the ones it may see; on a view
-hint it reads the views once per part in use and hands each connection its own.  Hints are at
-most once, so :class:`Rooms` also reads every room's head each :data:`RECHECK_SECONDS` and
-pokes the rooms a lost hint left behind.  Everything a
-room does happens under its lock, so a connection joining (and catching up) never interleaves
-with a live update: each connection gets every event it may see exactly once, in order.
-
-A connection's messages go through its own queue to its own writer; a connection that falls
-more than :data:`MAX_QUEUE` messages behind is closed (code 4008) and may resume.
-
-Joining (``after`` is the last version the client saw, or None):
-
-* ``after`` within ``resume_gap`` of the table's version: the events after ``after``, then the
-  current view;
-* else: the current view first, then the events after the view's version (when the projector
-  is not more than ``resume_gap`` behind).
+Each connection gets every event it may see exactly once, in order, then its views;
+``docs/services.md`` ("Module notes") has the rooms, the queues and how a join catches up.
 """
 
 from __future__ import annotations

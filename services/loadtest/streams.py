@@ -1,15 +1,5 @@
 """``--via streams``: tables played straight onto the shard command streams, as the gateway
-enqueues them.
-
-A command is ``XADD``ed to ``<ns>:{sNN}:cmd`` with the gateway's fields (``c`` the command's
-JSON, ``s`` the seat or ``""`` for create and join, ``r`` the time in ms); its result is the
-store's record under its id in the table's ``cmdids`` hash (``"<first> <last> <result>"``), and
-the views are the table's ``public``, ``seat0`` and ``seat1`` parts, read with one ``MGET`` (one
-table's keys share a slot) and put together as the gateway does (``services.view_parts``).
-A table waits on its feed entries (:mod:`services.loadtest.feeds`), and polls at growing
-intervals for a rejection, which appends none.  Every call goes through the run's
-:class:`~services.loadtest.batcher.Batcher`; Redis is opened only with
-``services.store.client.connect``, so the same run works on one Redis or a cluster.
+enqueues them (``docs/loadtest.md``, "Module notes").
 """
 
 from __future__ import annotations
