@@ -11,7 +11,7 @@ Wire models are frozen, strict and forbid unknown fields (``docs/events.md``, "M
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -178,11 +178,6 @@ def _distinct(cards: tuple[str, ...]) -> tuple[str, ...]:
 def _disjoint(melds: tuple[tuple[str, ...], ...]) -> tuple[tuple[str, ...], ...]:
     _distinct(tuple(c for meld in melds for c in meld))
     return melds
-
-
-def distinct_cards(cards: Iterable[str]) -> tuple[str, ...]:
-    """Return the cards as a tuple; raise ValueError when one appears twice."""
-    return _distinct(tuple(cards))
 
 
 CardText = Annotated[

@@ -29,7 +29,6 @@ from services.store.scripts import ReadOnlyScript
 from services.table import Table
 
 Status = Literal["waiting", "running"]
-STATUSES: tuple[Status, ...] = ("waiting", "running")
 MAX_LIMIT = 100
 
 _MEMBER = re.compile(r"\d{13}:[A-Za-z0-9_.:\-]{1,128}")

@@ -11,7 +11,7 @@ import hmac
 import json
 import secrets as random_source
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -485,10 +485,3 @@ def _replayed(appended: AppendResult) -> Outcome:
     return Outcome(
         bool(result.get("ok")), result, True, appended.first_version, appended.last_version
     )
-
-
-def secrets_view(table: Table) -> Mapping[str, str]:
-    """Return the secret hash a table would have (seeds and token hashes), for tests."""
-    out = {SEED_KEY.format(number=n): seed_hex(s) for n, s in table.seeds.items()}
-    out.update({TOKEN_KEY.format(seat=s): h for s, h in table.token_hashes.items()})
-    return out
