@@ -169,7 +169,7 @@ def _where(error: BaseException) -> str | None:
 
 
 class BotsRunner:
-    """Sends the commands of bot seats for the tables of feed batches (see the module docstring)."""
+    """Sends the commands of bot seats for the tables of feed batches (``docs/services.md``)."""
 
     def __init__(
         self,

@@ -110,7 +110,7 @@ class _Deals:
 def transcript(
     table_id: str, events: Sequence[ReplayedEvent], seat: int | None = None
 ) -> list[str]:
-    """Return the lines of a table's transcript, deal by deal (see the module docstring)."""
+    """Return the lines of a table's transcript, deal by deal (``docs/audit.md``, "Replay")."""
     deals = _Deals(table_id, events)
     lines: list[str] = []
     current = 0

@@ -132,7 +132,7 @@ _GREEDY = GreedyBot()
 
 
 def default_action(match: Match) -> Action:
-    """Return the default action of the seat to act (the table in the module docstring)."""
+    """Return the default action of the seat to act (``docs/turn-clock.md``)."""
     deal = match.deal
     seat = match.to_act
     if deal is None or seat is None:
@@ -183,7 +183,7 @@ def timeout_command(table: Table) -> Timeout | None:
 
 
 class TurnClock:
-    """Arms timers from feed batches and fires the due ones (see the module docstring)."""
+    """Arms timers from feed batches and fires the due ones (``docs/turn-clock.md``)."""
 
     def __init__(
         self,

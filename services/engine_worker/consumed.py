@@ -63,7 +63,7 @@ class Trimmed:
 
 
 class ConsumedTrim:
-    """Deletes the consumed entries of a command stream (see the module docstring)."""
+    """Deletes the consumed entries of a command stream (``docs/services.md``)."""
 
     def __init__(self, client: Redis, group: str) -> None:
         self._script = client.register_script(TRIM_CONSUMED_LUA)

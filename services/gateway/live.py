@@ -185,7 +185,7 @@ class Room:
             connection.send_view(views.get(connection.part))
 
     async def join(self, connection: Connection, after: int | None) -> None:
-        """Bring a new connection up to date (see the module docstring) and add it."""
+        """Bring a new connection up to date (``docs/services.md``) and add it."""
         async with self.lock:
             await self._catch_up()
             target = self.version or 0

@@ -68,7 +68,7 @@ class GatewayDriver:
 
 
 class GatewayTable:
-    """One table through the gateway (see the module docstring)."""
+    """One table through the gateway (``docs/loadtest.md``)."""
 
     def __init__(self, driver: GatewayDriver, table_id: str, play: TablePlay) -> None:
         self.driver = driver

@@ -82,7 +82,7 @@ class StreamsDriver:
 
 
 class StreamsTable:
-    """One table on the command streams (see the module docstring)."""
+    """One table on the command streams (``docs/loadtest.md``)."""
 
     def __init__(self, driver: StreamsDriver, table_id: str, play: TablePlay) -> None:
         self.driver = driver
