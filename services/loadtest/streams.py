@@ -31,8 +31,8 @@ MAX_POLL = 1.0
 """Seconds between reads of a table that neither a feed entry nor a result hint woke: the
 first, and at most (doubling), or twice and four times the run's typical wait for a result
 when that is longer (:meth:`StreamsDriver.poll_start`). A poll only finds what a lost hint
-would have announced: a poll any sooner read a busy table three times a command at 300 tables
-(640 µs of the tool's CPU a command), six times at 10,000."""
+would have announced; polling sooner cost the tool CPU for nothing (``docs/loadtest.md``,
+"Module notes")."""
 
 
 class StreamsDriver:
