@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv test run chaos lint schema screenshots bench bench-store bench-audit bench-pipeline bench-client bench-web clean
+.PHONY: venv test fuzz run chaos lint schema screenshots bench bench-store bench-audit bench-pipeline bench-client bench-web clean
 
 venv: $(STAMP)
 
@@ -12,8 +12,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-test: $(STAMP)
+test: lint
 	$(PY) -m pytest -q
+
+fuzz: $(STAMP)
+	CONQUIAN_FUZZ=long $(PY) -m pytest -q -m fuzz --timeout 3600 tests/fuzz
 
 run: $(STAMP)
 	$(VENV)/bin/conquian serve
@@ -22,7 +25,8 @@ chaos: $(STAMP)
 	$(VENV)/bin/conquian chaos --duration 180 --json --report .data/chaos-report.json
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check engine events && $(VENV)/bin/mypy --strict engine events
+	$(VENV)/bin/ruff check engine events services bench tests
+	$(VENV)/bin/mypy --strict engine events services
 
 schema: $(STAMP)
 	$(PY) -m events.schema docs/schema && $(PY) -m services.gateway.asyncapi docs/asyncapi.json && $(PY) -m services.gateway.web_types docs/schema services/gateway/web/conquian-types.d.ts

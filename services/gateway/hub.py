@@ -81,7 +81,7 @@ class Hub:
                 self.log.warning("hub_disconnected", error=repr(exc), retry_in=backoff)
             finally:
                 with contextlib.suppress(Exception):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                    await pubsub.aclose()
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, MAX_PAUSE_S)
 

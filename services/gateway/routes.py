@@ -11,7 +11,7 @@ import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from pydantic import BaseModel
@@ -48,6 +48,7 @@ REJECTIONS: dict[int | str, dict[str, Any]] = {
         (413, "larger than 8 KiB (command/too_large)"),
         (422, "unknown type or invalid fields (command/unknown_type, command/invalid, …)"),
         (429, "too many requests from this seat or address (rate/limited, Retry-After)"),
+        (503, "Redis away (store/unavailable) or no view yet (view/not_ready): Retry-After"),
     )
 }
 
@@ -169,7 +170,7 @@ async def _existing(gateway: Gateway, table_id: str) -> int:
     "/tables",
     status_code=201,
     response_model=CommandAnswer,
-    responses=REJECTIONS,
+    responses={**REJECTIONS, 202: {"model": CommandAnswer, "description": "still queued"}},
     openapi_extra=_body(CreateTableRequest),
     summary="Create a table",
     tags=["tables"],
@@ -286,6 +287,16 @@ async def _view(gateway: Gateway, table_id: str, part: str, min_version: int) ->
     return JSONResponse(view)
 
 
+def same_rule_as_the_socket(request: Request) -> None:
+    """Refuse an ``after`` or ``min_version`` that the WebSocket's ``?after=`` refuses
+    (``checks.version_param``: digits only): FastAPI's integers also take ``+1`` or `` 1``."""
+    for name in ("after", "min_version"):
+        checks.version_param(name, request.query_params.get(name))
+
+
+VERSION_RULE = [Depends(same_rule_as_the_socket)]
+
+
 MinVersion = Annotated[
     int,
     Query(
@@ -297,7 +308,13 @@ MinVersion = Annotated[
 ]
 
 
-@router.get("/tables/{table_id}", summary="The public view of a table", tags=["views"])
+@router.get(
+    "/tables/{table_id}",
+    summary="The public view of a table",
+    tags=["views"],
+    responses=REJECTIONS,
+    dependencies=VERSION_RULE,
+)
 async def public_view(table_id: str, request: Request, min_version: MinVersion = 0) -> JSONResponse:
     """What everyone sees: tables, centre card, counts, scores, phase, seats."""
     return await _view(gateway_of(request), table_id, "public", min_version)
@@ -308,6 +325,7 @@ async def public_view(table_id: str, request: Request, min_version: MinVersion =
     summary="The view of a seat, or of a spectator",
     tags=["views"],
     responses=REJECTIONS,
+    dependencies=VERSION_RULE,
 )
 async def seat_view(
     table_id: str, request: Request, credentials: Credentials, min_version: MinVersion = 0
@@ -326,6 +344,7 @@ async def seat_view(
     responses=REJECTIONS,
     summary="The events a seat (or a spectator) may see",
     tags=["views"],
+    dependencies=VERSION_RULE,
 )
 async def events(
     table_id: str,
@@ -381,7 +400,12 @@ async def readyz(request: Request) -> JSONResponse:
     return JSONResponse({"ok": True, "redis": True, "hints": gateway.hub.subscribed.is_set()})
 
 
-@router.get("/metrics", tags=["operations"], summary="Prometheus metrics")
+@router.get(
+    "/metrics",
+    tags=["operations"],
+    summary="Prometheus metrics",
+    response_class=PlainTextResponse,  # the document says text, as the answer is
+)
 async def prometheus() -> Response:
     """The process's metrics (the gateway's, and any worker's or projector's beside it)."""
     return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)

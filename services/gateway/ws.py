@@ -113,6 +113,16 @@ async def _read(
             connection.send(await _answer(gateway, table_id, token, seat, text, address))
 
 
+def _is_text(value: str) -> bool:
+    """Say whether a string can go out in a text frame: JSON's ``\\ud800`` escape decodes to a
+    lone surrogate, which no UTF-8 text holds (echoed, it killed the socket's writer)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 async def _answer(
     gateway: Gateway,
     table_id: str,
@@ -144,7 +154,7 @@ async def _answer(
     except ApiError as error:
         refused("unknown")
         reply = {"kind": "result", **error.body(), "table_id": table_id}
-        if isinstance(command_id, str):
+        if isinstance(command_id, str) and _is_text(command_id):
             reply["command_id"] = command_id
         return reply
     answer = await submit(gateway, command, seat)

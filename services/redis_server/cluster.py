@@ -163,15 +163,15 @@ class LocalCluster:
         for index, (first, last) in enumerate(slot_ranges(self.masters)):
             client = _client(self.ports[index], 2.0)
             try:
-                client.execute_command("CLUSTER", "ADDSLOTSRANGE", first, last)
-                client.execute_command("CLUSTER", "SET-CONFIG-EPOCH", index + 1)
+                _cluster(client, "ADDSLOTSRANGE", first, last)
+                _cluster(client, "SET-CONFIG-EPOCH", index + 1)
             finally:
                 client.close()
         first_client = _client(self.ports[0], 2.0)
         try:
             for index, node in enumerate(self.nodes[1:], start=1):
                 bus = int(node.extra_args["cluster-port"])
-                first_client.execute_command("CLUSTER", "MEET", "127.0.0.1", self.ports[index], bus)
+                _cluster(first_client, "MEET", "127.0.0.1", self.ports[index], bus)
         finally:
             first_client.close()
 
@@ -204,3 +204,8 @@ def _cluster_info(reply: object) -> dict[str, str]:
     text = reply.decode() if isinstance(reply, bytes) else str(reply)
     pairs = (line.split(":", 1) for line in text.splitlines() if ":" in line)
     return {key.strip(): value.strip() for key, value in pairs}
+
+
+def _cluster(client: redis.Redis, *args: str | int) -> object:
+    """Send ``CLUSTER <args>`` (redis-py types no method for these subcommands)."""
+    return client.execute_command("CLUSTER", *args)  # type: ignore[no-untyped-call]
