@@ -6,9 +6,9 @@ actions, and decides from those two values alone; the opponent's hand and the or
 never reach the decision.  The waste counts as visible: every wasted card lay face up as the
 centre card before it was refused (``CardWasted`` is a public event).  Legal actions depend
 only on the acting seat's own hand and table and the centre card, so they leak nothing either.
-``BotView`` follows the secrecy rules of ``engine.views`` in a typed, bitmask form that is cheap
-enough to build at every decision.  Randomness comes in as an argument: a bot never touches the
-global ``random`` module.
+``BotView`` holds the hands ``engine.secrecy.sees`` lets its seat see, in a typed, bitmask form
+that is cheap enough to build at every decision.  Randomness comes in as an argument: a bot
+never touches the global ``random`` module.
 
 >>> import random
 >>> sorted(BOTS)
@@ -32,6 +32,7 @@ from engine.events import Decline
 from engine.legal import legal_actions
 from engine.melds import Meld, can_split, is_meld
 from engine.rules import Rules
+from engine.secrecy import sees
 from engine.state import Match, Phase
 
 
@@ -97,7 +98,7 @@ def bot_view(match: Match, seat: int) -> BotView:
         seat=seat,
         rules=match.rules,
         phase=deal.phase,
-        hand=deal.hands[seat],
+        hand=sum(hand for owner, hand in enumerate(deal.hands) if sees(seat, owner)),
         table=deal.tables[seat],
         opponent_table=deal.tables[1 - seat],
         centre=deal.centre,

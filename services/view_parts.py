@@ -15,8 +15,9 @@ projector builds one deal view instead of three.  The gateway reads the parts a 
 with one ``MGET`` (Redis answers it from one moment, so the parts agree) and :func:`assemble`
 gives the same views, byte for byte in JSON, that were stored whole before.
 
-Secrecy stays in ``engine.views``: a seat's part holds only what that seat may see, and a
-viewer's view is built from the public part and that viewer's own part, never another seat's.
+Secrecy is ``engine.secrecy.sees``'s (``docs/services.md``): a seat's part holds only what that
+seat may see, and a viewer's view is built from the public part and that viewer's own part
+(``engine.views.spectator_part`` for a spectator), never another seat's.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from engine.views import with_seat
+from engine.views import spectator_part, with_seat
 
 __all__ = [
     "PUBLIC",
@@ -100,13 +101,11 @@ def version_of(view: Mapping[str, Any] | None) -> int:
 
 
 def spectator_of(public: Mapping[str, Any]) -> dict[str, Any]:
-    """Return the spectator view in the public view: the head, ``seat`` None, the spectator
-    fields in their order, no legal actions."""
-    view: dict[str, Any] = {k: public.get(k) for k in _HEAD}
-    view["seat"] = None
+    """Return the spectator view in the public view: the head, then the spectator fields in
+    their order, with ``engine.views.spectator_part`` (``seat`` in its place after the head)."""
+    view: dict[str, Any] = {k: public.get(k) for k in (*_HEAD, "seat")}
     view.update((k, v) for k, v in public.items() if k not in _NOT_SPECTATOR)
-    view["legal_actions"] = []
-    return view
+    return with_seat(view, spectator_part())
 
 
 def assemble(

@@ -18,8 +18,8 @@ of the right size: the twenty cards in neither hand, in ascending card order.  W
 placeholder before the engine pops it, so the placeholder always holds exactly the cards still
 unseen in the stock (the 40-card count of ``engine.notation`` stays true) and never claims an
 order.  It is not shown anywhere: ``engine.views`` writes the stock as ``stock_count`` only, and
-the views are built by ``engine.views`` (``spectator_view`` and ``seat_parts``), so secrecy is
-still decided in one place.  ``tests/services/test_projector.py`` checks, at every version of
+the views are built by ``engine.views`` (``stored_parts``), so secrecy is still decided in one
+place (``engine.secrecy.sees``).  ``tests/services/test_projector.py`` checks, at every version of
 many random bot games, that these views equal the views of the true state folded with the
 seeds (``services.table.fold_table``).
 
