@@ -1,7 +1,8 @@
 """Bots that play a seat by choosing one of ``legal_actions``: a random one and a greedy one.
 
-A bot decides from its seat's ``BotView`` and legal actions alone, with the randomness it is
-given; why that leaks nothing is in ``docs/rules.md`` ("Module notes").
+A bot decides from its seat's ``BotView`` (the hands ``engine.secrecy.sees`` lets it see) and
+its legal actions alone, with the randomness it is given; why that leaks nothing is in
+``docs/rules.md`` ("Module notes").
 
 >>> import random
 >>> sorted(BOTS)
@@ -25,6 +26,7 @@ from engine.events import Decline
 from engine.legal import legal_actions
 from engine.melds import Meld, can_split, is_meld
 from engine.rules import Rules
+from engine.secrecy import sees
 from engine.state import Match, Phase
 
 
@@ -90,7 +92,7 @@ def bot_view(match: Match, seat: int) -> BotView:
         seat=seat,
         rules=match.rules,
         phase=deal.phase,
-        hand=deal.hands[seat],
+        hand=sum(hand for owner, hand in enumerate(deal.hands) if sees(seat, owner)),
         table=deal.tables[seat],
         opponent_table=deal.tables[1 - seat],
         centre=deal.centre,

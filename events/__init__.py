@@ -13,7 +13,7 @@ from events.base import (
     UnknownVersion,
 )
 from events.commands import MAX_COMMAND_BYTES, Command, parse_command
-from events.domain import EVENT_TYPES, DomainEvent, TableEvent, audience
+from events.domain import EVENT_TYPES, DomainEvent, TableEvent
 from events.envelope import Envelope, HashMismatch, seal
 from events.mapping import rejection, to_engine, to_engine_command, to_wire
 from events.upcast import parse_event
@@ -32,7 +32,6 @@ __all__ = [
     "TooLarge",
     "UnknownType",
     "UnknownVersion",
-    "audience",
     "parse_command",
     "parse_event",
     "rejection",

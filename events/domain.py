@@ -1,11 +1,10 @@
 """Domain events on the wire: what happened at a table, one frozen model per ``type``.
 
-Who may see an event is :func:`audience`; ``docs/events.md`` lists every event and its rules.
+Who may see an event is decided by ``engine.secrecy.sees`` (``docs/services.md``, "Secrecy");
+``docs/events.md`` lists every event and its rules.
 
 >>> CardTurned(seat=1, card="7h").model_dump()
 {'type': 'card_turned', 'v': 1, 'seat': 1, 'card': '7H'}
->>> audience(HandDealt(seat=0, cards=tuple("AC 2C 3C 4C 5C 6C 7C JC QC KC".split())))
-0
 """
 
 from __future__ import annotations
@@ -63,7 +62,6 @@ __all__ = [
     "TableCreated",
     "TableEvent",
     "WentOut",
-    "audience",
 ]
 
 Algorithm = Annotated[str, Strict(), StringConstraints(pattern="^[a-z0-9_.-]{1,40}$")]
@@ -421,15 +419,3 @@ EVENT_TYPES: dict[str, type[EventModel]] = {
     "command_rejected": CommandRejected,
 }
 """Every domain event class by its ``type``; ``cls.VERSION`` is the version this code writes."""
-
-
-def audience(event: EventModel) -> int | None:
-    """Return who may see an event: None for everyone, or the one seat it is for.
-
-    ``hand_dealt`` is for its own seat; every other table event is public.  (A
-    ``command_rejected`` goes only to the connection that sent the command; the gateway sends
-    it there directly, it is never in a stream.)
-    """
-    if isinstance(event, HandDealt):
-        return event.seat
-    return None

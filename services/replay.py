@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from engine.cards import ALL_CARDS, Card, format_cards, parse_card
 from engine.game import evolve
 from engine.notation import format_event, format_position
+from engine.secrecy import sees
 from engine.state import Match, changed
 from events import domain as wd
 from events.base import ContractError
@@ -149,7 +150,7 @@ def _line(event: wd.EventModel, deals: _Deals, current: int, seat: int | None) -
     if isinstance(event, wd.DealStarted):
         return [f"committed to the deck: {event.commitment} ({event.algorithm})"]
     if isinstance(event, wd.HandDealt):
-        if event.seat == seat or current in deals.revealed:
+        if sees(seat, event.seat, revealed=current in deals.revealed):
             return [f"hand {event.seat}: {' '.join(event.cards)}"]
         return [f"hand {event.seat}: {len(event.cards)} cards, hidden until the deal is revealed"]
     if isinstance(event, wd.DealRevealed):
@@ -190,7 +191,7 @@ def position_at(
         what = [f"the stock ({len(deal.stock)} cards)"]
         hands = list(deal.hands)
         for owner in (0, 1):
-            if owner != seat:
+            if not sees(seat, owner):
                 what.append(f"hand {owner} ({deal.hands[owner].bit_count()} cards)")
                 hands[owner] = 0
         hidden["hands"] = (hands[0], hands[1])

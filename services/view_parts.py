@@ -1,7 +1,7 @@
 """How a table's views are stored in Redis, and how each viewer's view is put back together.
 
 Three parts per table (``public``, ``seat0``, ``seat1``); :func:`assemble` builds a viewer's view
-from the public part and its own.  Secrecy stays in ``engine.views`` (``docs/services.md``).
+from the public part and its own.  Secrecy is ``engine.secrecy.sees``'s (``docs/services.md``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from engine.views import with_seat
+from engine.views import spectator_part, with_seat
 
 __all__ = [
     "PUBLIC",
@@ -84,13 +84,11 @@ def version_of(view: Mapping[str, Any] | None) -> int:
 
 
 def spectator_of(public: Mapping[str, Any]) -> dict[str, Any]:
-    """Return the spectator view in the public view: the head, ``seat`` None, the spectator
-    fields in their order, no legal actions."""
-    view: dict[str, Any] = {k: public.get(k) for k in _HEAD}
-    view["seat"] = None
+    """Return the spectator view in the public view: the head, then the spectator fields in
+    their order, with ``engine.views.spectator_part`` (``seat`` in its place after the head)."""
+    view: dict[str, Any] = {k: public.get(k) for k in (*_HEAD, "seat")}
     view.update((k, v) for k, v in public.items() if k not in _NOT_SPECTATOR)
-    view["legal_actions"] = []
-    return view
+    return with_seat(view, spectator_part())
 
 
 def assemble(

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 from typing import Any
 
+from engine.secrecy import sees
 from services.gateway import metrics
 from services.gateway.feed import DealTracker, Outgoing, seal_all, seal_each
 from services.gateway.hub import Hub
@@ -57,7 +58,7 @@ class Connection:
         if event.version <= self.cursor:
             return
         self.cursor = event.version
-        if event.visible_to(self.seat):
+        if sees(self.seat, event.owner):
             self.send({"kind": "event", "event": event.envelope})
         payload = event.envelope.get("payload") or {}
         mine = self.seat is not None and payload.get("seat") == self.seat
