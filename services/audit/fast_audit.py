@@ -16,7 +16,8 @@ the same things in cheaper terms:
   plain checks and be written as canonical JSON writes it;
 * so the canonical JSON of such a body is its payload text with the envelope fields spliced in
   at their sorted places (``_builder``), and it is hashed without being encoded again;
-* a ``table_created`` (one a table) is decoded and hashed exactly as the full audit does;
+* a ``table_created`` (one a table) and the lobby's events (``_LOBBY_TYPES``, few a table) are
+  decoded and hashed exactly as the full audit does, the lobby's commands checked by its code;
 * a move's command is read from as little as it needs (the seat that acts is the seat to act:
   the engine's first event names it, and it must be the recorded one).
 """
