@@ -18,6 +18,7 @@ from services.audit.fast_payloads import _joined_seat as _joined_seat
 from services.audit.fast_payloads import _reveal_text as _reveal_text
 from services.audit.fast_text import _DICT_TYPES as _DICT_TYPES
 from services.audit.fast_text import _FAST_SHAPES as _FAST_SHAPES
+from services.audit.fast_text import _LOBBY_TYPES as _LOBBY_TYPES
 from services.audit.fast_text import _TEXT_OF as _TEXT_OF
 from services.audit.fast_text import _TEXT_TYPES as _TEXT_TYPES
 from services.audit.fast_text import _deal_texts as _deal_texts
