@@ -33,8 +33,8 @@ from hypothesis import strategies as st
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
-from services.gateway.testing import Stack
 from services.gateway.ws import CLOSE_BAD_QUERY
+from tests.services.gateway_stack import Stack
 
 pytestmark = pytest.mark.fuzz
 
