@@ -3,25 +3,7 @@ a table on disk, and the archiver's tables per second.
 
     .venv/bin/python bench/archive.py [--tables 10000] [--players greedy,random] [--batch 100]
 
-Starts a private Redis (``services.redis_server.LocalRedis``: ``redis-server`` from PATH, AOF
-on, in a temporary folder), so that ``INFO memory`` counts these tables and nothing else.  The
-tables are self-played one-deal matches recorded through ``TableService`` into the memory store
-(``record_selfplay``: the service's own events and secrets, without a Redis round trip per
-command), then each is copied into Redis ``--copies`` times (default 10: 1,000 games for 10,000
-tables; copy ``k`` of table ``t`` is ``t-k``, its events the same but for ``table_id``, its
-hashes chained anew) by one append of all its events with its secrets, its views (folded as
-the projector folds them) and status ``over`` -- so the append indexes it, as the engine
-worker's last append of a match does -- and sealed (``RedisEventStore.seal``).  Playing 10,000
-games takes two minutes here; the copies take seconds, and each is a whole table to the
-archiver (its chain, head, revealed seeds and views hold), though not to the audit: a copy's
-dealt cards are not the ones its seeds deal under its new id (``docs/fairness.md``).  Its
-command ids are set to expire at once (``finished_ids_ms=1``): the archiver takes a table after
-``CONQUIAN_ARCHIVE_AFTER_MS`` (an hour), when the engine worker's have long expired.
-
-Measured: ``used_memory`` empty, with the tables, and after archiving every one of them into a
-folder archive in the same temporary folder (``Archiver.archive_due``, real fsyncs); the files'
-bytes; the archiver's wall time and CPU time.  The last line printed is a JSON object with the
-figures, the CPU model and the load average.
+How the tables are made and what is measured: ``docs/performance.md`` ("Module notes").
 """
 
 from __future__ import annotations

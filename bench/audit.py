@@ -3,26 +3,8 @@
     .venv/bin/python bench/audit.py [--url redis://127.0.0.1:6379/9] [--tables 1000]
                                     [--players greedy,random] [--repeat 3] [--keep]
 
-Tables are recorded first with ``conquian selfplay --record``'s code (``record_selfplay``:
-every deal played through ``TableService`` with wire commands, one table per deal), into a
-throw-away namespace that is deleted at the end unless ``--keep`` (a kept namespace given again
-with ``--namespace`` is reused, so the slow recording happens once).  Then, ``--repeat`` times:
-
-* **audit**: what ``conquian audit --all`` does (``audit_store``: each batch of ``--batch``
-  tables read with one request sent before the batch before is checked, every table certified
-  by the fast path or audited in full) -- wall time from the table listing to the last report,
-  and the process's CPU time;
-* **read**: the same reads alone, one batch after the other (nothing to overlap them with);
-* **check**: the fast path alone (``audit_packed``) over the replies already in memory, its
-  CPU time, and within it the share of the engine (``decide`` + ``evolve``);
-* **full**: for reference, what a table the fast path does not certify costs: the store's read
-  (``load_tables``) and the full audit (``audit_table``) of every table;
-* **jobs** (``--jobs N``, default 2; 0 skips it): ``conquian audit --all --jobs N --json`` itself,
-  N processes auditing shares of the tables -- wall time from the listing to the summary,
-  starting the processes included.
-
-The last line printed is a JSON object with the figures (the fastest run of each) and the load
-average before and after.
+What each pass measures: ``docs/performance.md`` ("Audit", "Module notes").  The last line
+printed is a JSON object with the figures.
 """
 
 from __future__ import annotations
@@ -31,9 +13,11 @@ import argparse
 import asyncio
 import contextlib
 import io
+import itertools
 import json
 import os
 import platform
+import random
 import secrets
 import sys
 import time
@@ -69,6 +53,46 @@ async def record(store: RedisEventStore, tables: int, players: tuple[str, str], 
     await record_selfplay(config, store, progress=progress)
     sys.stderr.write("\n")
     return time.perf_counter() - started
+
+
+async def record_lobby(store: RedisEventStore, tables: int, seed: int) -> None:
+    """Tables holding the lobby's events (see the module docstring), played through
+    ``TableService`` with random moves."""
+    from engine.bots import RandomBot
+    from events import commands as wc
+    from events.mapping import to_wire_command
+    from services.table_service import TableService
+
+    rng = random.Random(seed)
+    bot = RandomBot()
+    service = TableService(store, seed_source=lambda: rng.randbytes(32), cache_size=1)
+    numbers = itertools.count()
+
+    async def send(command: wc.Command, seat: int | None) -> None:
+        outcome = await service.execute(command, seat)
+        assert outcome.ok, outcome.result
+
+    for t in range(tables):
+        tid = f"lobby-{seed}-{t}"
+
+        def cid() -> str:
+            return f"cmd-{next(numbers):08d}"
+
+        await send(wc.CreateTable(table_id=tid, command_id=cid(), deals=1), None)
+        await send(wc.Join(table_id=tid, command_id=cid(), seat=0, name="ana"), None)
+        await send(wc.LeaveTable(table_id=tid, command_id=cid()), 0)
+        await send(wc.Join(table_id=tid, command_id=cid(), seat=1, name="cy"), None)
+        await send(wc.Join(table_id=tid, command_id=cid(), seat=0, name="bo"), None)
+        while True:
+            match = (await service.load(tid)).match
+            assert match is not None
+            if match.over or match.to_act is None:
+                break
+            seat = match.to_act
+            await send(to_wire_command(bot.choose(match, seat, rng), tid, cid()), seat)
+        for seat in (0, 1):
+            rematch = wc.Rematch(table_id=tid, command_id=cid(), next_table_id=f"{tid}-again")
+            await send(rematch, seat)
 
 
 async def run_audit(store: RedisEventStore, batch: int) -> dict[str, Any]:
@@ -136,17 +160,22 @@ def run_check(replies: list[tuple[str, list[Any]]]) -> tuple[float, float]:
     return total, total * spent[0] / timed_total if timed_total else 0.0
 
 
-async def run_full(store: RedisEventStore, ids: list[str], batch: int) -> tuple[float, float]:
-    """Seconds of the store's read of every table, and CPU seconds of the full audit."""
+async def run_full(
+    store: RedisEventStore, ids: list[str], batch: int
+) -> tuple[float, float, float]:
+    """Seconds and CPU seconds of the store's read of every table, and CPU seconds of the full
+    audit."""
     started = time.perf_counter()
+    cpu = time.process_time()
     loaded = []
     for i in range(0, len(ids), batch):
         loaded += await load_tables(store, ids[i : i + batch])
     read = time.perf_counter() - started
+    read_cpu = time.process_time() - cpu
     started = time.process_time()
     for table in loaded:
         assert table.audit().ok
-    return read, time.process_time() - started
+    return read, read_cpu, time.process_time() - started
 
 
 def run_jobs(url: str, ns: str, jobs: int, batch: int) -> dict[str, Any]:
@@ -183,13 +212,24 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             reads.append(read_s)
             checks.append(run_check(replies))
             del replies  # a large live heap slows every collection of the next run
-        full_read, full_check = await run_full(store, await table_ids(store), args.batch)
+        fulls = [await run_full(store, await table_ids(store), args.batch) for _ in audits]
+        full_read = min(f[0] for f in fulls)
+        full_read_cpu = min(f[1] for f in fulls)
+        full_check = min(f[2] for f in fulls)
+        lobby: list[dict[str, Any]] = []
+        if args.lobby_tables:
+            lobby_store = RedisEventStore(client, KeySpace(f"{ns}-lobby"))
+            if not await table_ids(lobby_store):
+                await record_lobby(lobby_store, args.lobby_tables, args.seed)
+            lobby = [await run_audit(lobby_store, args.batch) for _ in range(args.repeat)]
+            assert not any(a["failed"] for a in lobby), lobby
         loop = asyncio.get_running_loop()
         in_processes = [
             await loop.run_in_executor(None, run_jobs, args.url, ns, args.jobs, args.batch)
             for _ in range(args.repeat if args.jobs else 0)
         ]
         best = min(audits, key=lambda a: a["seconds"])
+        best_cpu = min(a["cpu"] for a in audits)
         events = best["events"]
         check_s, engine_s = min(checks)
         out.update(
@@ -208,6 +248,16 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 "engine_share_of_check": round(engine_s / check_s, 3),
                 "full_read_events_per_s": round(events / full_read),
                 "full_check_events_per_cpu_s": round(events / full_check),
+                "full_events_per_cpu_s": round(events / (full_read_cpu + full_check)),
+                "fast_cpu_share_of_full": round(best_cpu / (full_read_cpu + full_check), 3),
+                "lobby_tables": lobby[0]["tables"] if lobby else 0,
+                "lobby_events": lobby[0]["events"] if lobby else 0,
+                "lobby_audit_events_per_cpu_s": (
+                    round(lobby[0]["events"] / min(a["cpu"] for a in lobby)) if lobby else 0
+                ),
+                "lobby_audit_events_per_s": (
+                    round(lobby[0]["events"] / min(a["seconds"] for a in lobby)) if lobby else 0
+                ),
                 "jobs": args.jobs,
                 "jobs_events_per_s_runs": [j["events_per_s"] for j in in_processes],
                 "players": list(args.players),
@@ -224,6 +274,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         if not args.keep:
             await delete_namespace(client, ns)
+            await delete_namespace(client, f"{ns}-lobby")
         await client.aclose()
 
 
@@ -237,6 +288,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=50, help="tables per read round trip")
     parser.add_argument("--namespace", help="record into / reuse this namespace")
     parser.add_argument("--keep", action="store_true", help="keep the recorded tables")
+    parser.add_argument(
+        "--lobby-tables", type=int, default=100, help="tables with the lobby's events (0: none)"
+    )
     parser.add_argument(
         "--jobs", type=int, default=2, help="also time audit --all --jobs N (0: do not)"
     )
@@ -268,8 +322,16 @@ def main() -> None:
     print(
         f"  full audit, for tables the fast path does not certify: store read "
         f"{out['full_read_events_per_s']:,} events/s, checks "
-        f"{out['full_check_events_per_cpu_s']:,} events per CPU-s"
+        f"{out['full_check_events_per_cpu_s']:,} events per CPU-s; read and checks "
+        f"{out['full_events_per_cpu_s']:,} events per CPU-s (the fast audit takes "
+        f"{out['fast_cpu_share_of_full']:.0%} of its CPU)"
     )
+    if out["lobby_tables"]:
+        print(
+            f"audit of {out['lobby_tables']} tables with the lobby's events "
+            f"({out['lobby_events']:,} events): {out['lobby_audit_events_per_s']:,} events/s, "
+            f"{out['lobby_audit_events_per_cpu_s']:,} per CPU-s"
+        )
     if out["jobs"]:
         print(
             f"audit --all --jobs {out['jobs']}: {max(out['jobs_events_per_s_runs']):,} events/s "

@@ -2,13 +2,7 @@
 
     .venv/bin/python bench/command_ids.py [--url redis://127.0.0.1:6491/0] [--rounds 9]
 
-A command id is its seat's (issue 18 e): each append also reads the same id's fields of the
-other senders (one HMGET with the command's own field) and carries the refusal to record if one
-is there. This appends ``--tables`` tables of ``--events`` one-event commands (``append_many``,
-one pipeline a round) three ways, in alternation, round after round: without the check, with
-it and a one-byte refusal, with it and the real refusal text. It prints the client's rate and
-Redis's own time per append (``INFO commandstats``, ``evalsha``): point ``--url`` at a private
-server, or other clients' scripts count too. Throw-away namespaces, deleted at the end.
+How it alternates the three ways: ``docs/performance.md`` ("Module notes").
 """
 
 from __future__ import annotations

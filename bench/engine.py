@@ -1,15 +1,9 @@
 """Engine throughput: random deals with ``legal_actions`` at every step, on one core.
 
-Each step computes ``legal_actions``, picks one at random (or asks the greedy bot), and applies
-it with ``decide`` + ``evolve`` exactly as a service would.  Run from the repository root:
-
     .venv/bin/python bench/engine.py [--deals 2000] [--seed 1] [--bot random|greedy] [--repeat 3]
 
-The last line printed is one JSON object: ``actions_per_s``, ``deals_per_s``, the counts, the
-elapsed time of the fastest of ``--repeat`` runs, every run's rate and the Python version.
-``actions_per_cpu_s`` divides by the process's CPU time instead: on a shared machine it is the
-steadier measure of one core.
-The figures are recorded in ``docs/performance.md``.
+The last line printed is one JSON object (``actions_per_s``, ``actions_per_cpu_s``, ...); the
+figures are recorded in ``docs/performance.md`` ("Engine").
 """
 
 from __future__ import annotations

@@ -2,13 +2,7 @@
 
     .venv/bin/python bench/lobby.py [--tables 10000,100000] [--pages 2000]
 
-Starts a private Redis (``services.redis_server.LocalRedis``), fills the lobby with ``--tables``
-waiting rows (the rows ``services.lobby.lobby_row`` builds for a table with one seat taken,
-written 100 a script call, as an engine worker's batch writes them), then reads ``--pages``
-pages of 20 and of 100 rows: the first page, and pages deep in the list (a cursor taken from a
-page in the middle).  Measured: the seconds per page call (one script call, client round trip
-included) and per 100-row write, and ``MEMORY USAGE`` of the three lobby keys per table.  The
-last line printed is a JSON object with the figures, the CPU model and the load average.
+What is measured: ``docs/performance.md`` ("Lobby", "Module notes").
 """
 
 from __future__ import annotations

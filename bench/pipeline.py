@@ -2,52 +2,9 @@
 
     .venv/bin/python bench/pipeline.py [--workers 2] [--shards 16] [--flood-tables 1000]
         [--rate 5000] [--load-seconds 10] [--low-rate 100] [--low-seconds 10]
-        [--appendfsync everysec] [--redis-config NAME=VALUE ...] [--games-cache /tmp/games.pickle]
 
-What runs: a private Redis (``services.redis_server.LocalRedis`` in a temporary folder, AOF on
-with ``--appendfsync``, as ``deploy/redis/redis.conf`` sets it, and any ``--redis-config``
-settings on top, for an A/B of one of them), ``--workers`` engine workers
-(``python -m services.engine_worker``) and ``--projectors`` projectors (``python -m
-services.projector``) as subprocesses, with ``REDIS_URL``, ``CONQUIAN_NAMESPACE``,
-``CONQUIAN_SHARDS`` and ``CONQUIAN_INSECURE_DEAL_KEY`` set.  This process is the driver: it
-XADDs the commands (fields ``c``, ``s``, ``r`` as in docs/services.md; encoded before each phase's
-clock starts and written on a bare socket, ``bench/raw_redis.py``, so that the load generator
-takes as little as it can of the two cores it shares with the services) and listens to the view
-hints ``<table_id> <version>`` on ``<ns>:views``.
-
-The games are computed beforehand (``bench/pipeline_games.py``): a ``TableService`` on a
-``MemoryEventStore`` with the same insecure deal key (so the same decks and first dealers) and a
-fixed clock plays whole matches of
-``--deals`` deals with bots (``--bots``, seat 0 and seat 1), recording each table's wire commands
-(create_table, two joins, moves with ``expected_version``, next_deal) and the table version each
-command leads to.  A table's commands are queued in stream order; the worker applies them in
-that order, so every command must be accepted with the precomputed versions: this is checked at
-the end of every phase (each command's recorded result is ``ok``, each head is at the expected
-version, each ``public`` view carries it).
-
-Phases (each on tables of its own):
-
-1. *flood*: every command of ``--flood-tables`` tables XADDed as fast as pipelines go (tables
-   interleaved round-robin); throughput = commands / time from the first XADD until every
-   table's view hint has reached its last version;
-2. *load*: commands at ``--rate`` (or the flood throughput if lower) for ``--load-seconds``;
-   latency of each command = from just before its XADD pipeline is sent to the first view hint
-   of its table with a version at least the one the command leads to.  The tables are
-   *staggered* (:func:`staggered`) so that the load is a steady state, not a thousand tables
-   opening at once: each table's games start at a random step, the commands before time 0 are
-   sent beforehand (a flood, not measured), and during the measurement tables at every stage
-   move, end, and new tables open;
-3. *low*: the same at ``--low-rate`` for ``--low-seconds``.
-
-Raw baselines, in the same run on the same Redis: redis-py pipelined XADD of the flood's own
-entries to a scratch stream (pipelines of 1000), pipelined XREADGROUP + XACK of them (group
-reads of 500, the XACK of one read sent with the next read), and a per-message loop that awaits
-XREADGROUP, XADD and XACK for every entry (what an unbatched handler does).
-
-Also reported: CPU seconds of every process per phase (``/proc/<pid>/stat``, the subprocesses
-in ``bench/pipeline_processes.py``), the load average before and after, the machine.
-Everything is bounded in count and time; the subprocesses and the Redis are stopped at the
-end, also on errors.  The last line printed is one JSON object.
+What runs, its phases and baselines: ``docs/performance.md`` ("Pipeline", "Module notes").
+The last line printed is one JSON object.
 """
 
 from __future__ import annotations

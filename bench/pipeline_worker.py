@@ -3,26 +3,8 @@
     .venv/bin/python bench/pipeline_worker.py [--url redis://127.0.0.1:6379/9] [--tables 200]
         [--shards 16] [--batch-size 200] [--repeat 3] [--rate 300]
 
-What is measured: the worker alone.  ``--tables`` whole bot games (create, two joins, random
-moves until the match ends, each move with its ``expected_version``) are generated beforehand
-with a ``TableService`` on a ``MemoryEventStore`` whose seeds and dealer are fixed; the worker
-gets a table service with the same fixed seeds, so every generated command is legal when it
-arrives.  All commands are XADDed to the shards' command streams (in order per table, tables
-interleaved) *before* the worker starts; the clock runs from the moment the worker holds every
-shard until every command stream is fully delivered and acknowledged (XINFO GROUPS: last
-delivered id = last entry, nothing pending).  The worker runs in this process (one core; Redis
-on the same machine), with ``after_append`` doing nothing and INFO logging.
-
-With ``--rate R`` the commands are not queued beforehand: once the worker holds every shard, a
-process of its own XADDs them at R a second (so that only the worker's CPU is this process's),
-and the run reports the worker's CPU a command and its commands per ``XREADGROUP`` (reads that
-waited in vain included): below its capacity a worker reads the few commands that came in
-during its last turn, and a turn has costs of its own (``docs/performance.md``, the CPU of a
-command depends on the rate).
-
-Every command is checked afterwards: each has a result and every move was accepted.  Each run
-uses a throw-away namespace, deleted at the end (never FLUSHDB).  The last line printed is a JSON
-object with the figures (``commands_per_s`` per run and the best).
+What is measured: ``docs/performance.md`` ("Module notes").  The last line printed is a JSON
+object with the figures.
 """
 
 from __future__ import annotations

@@ -2,15 +2,8 @@
 
     .venv/bin/python bench/redis_client.py [--url redis://127.0.0.1:6379/9] [--calls 20]
 
-``services.store.client.connect`` gives every service a redis-py client; the engine worker and
-the projector ask for one without call timeouts (``call_timeouts=False``).  This measures what
-that saves: pipelines of ``--calls`` appends (the store's own append script, the arguments of a
-three-event command, on throw-away tables deleted at the end), sent over both clients in
-alternating slices of ``--rounds`` pipelines, ``--repeat`` times; per client the process CPU
-time and the wall time per call.  Then ``--round-trips`` awaited ``PING``s, one at a time, over
-the consumers' client and over a bare asyncio connection (alternating, ``--repeat`` times): the
-CPU of one round trip, user and system (what an engine worker's turn pays three times,
-``docs/performance.md``).  The last line printed is a JSON object with the figures.
+What it compares: ``docs/performance.md`` ("Module notes").  The last line printed is a JSON
+object with the figures.
 """
 
 from __future__ import annotations

@@ -3,19 +3,7 @@
     .venv/bin/python bench/scaling.py [--tables 100,1000,10000] [--topologies single,cluster]
         [--via streams] [--workers 2] [--shards 16] [--deals 1] [--out bench/out/scaling]
 
-For each topology, on this machine: a private Redis (``LocalRedis``, AOF ``everysec`` as
-``deploy/redis/redis.conf``) or a private cluster of ``--masters`` masters (``LocalCluster``),
-then the raw baseline on it in the same run (pipelined XADD of 200-byte entries over the shard
-command streams, pipelines of 1,000, through the services' own client ``connect``), then
-``conquian serve`` (``--workers`` engine workers, the projector, bots runner, turn clock and
-gateway) and, for each table count, one ``conquian loadtest`` run to the end of every table's
-match (``--deals``), with its JSON report and PNG plot in ``--out``. The CPU seconds of every
-process (service processes by kind, the Redis servers, the load tool) are read from ``/proc``
-before and after each run, so that each run also gives the CPU a command costs.
-
-The last line printed is one JSON object (also written to ``<out>/scaling.json``); the figures
-and the machine go into ``docs/performance.md`` ("Scaling"). Everything runs on 127.0.0.1 and
-stops by itself; the servers are stopped at the end, also on errors.
+What runs and what is read: ``docs/performance.md`` ("Scaling", "Module notes").
 """
 
 from __future__ import annotations

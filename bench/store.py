@@ -2,23 +2,8 @@
 
     .venv/bin/python bench/store.py [--url redis://127.0.0.1:6379/9] [--tables 200] [--events 60]
 
-Everything runs from one process against one Redis, on throw-away namespaces that are deleted at
-the end (never FLUSHDB).
-
-* **append**: ``--tables`` tables in flight at once, each appending ``--events`` one-event
-  commands in order (one coroutine per table, awaiting each append, over a pool of
-  ``--connections``).  The same run measures the raw rate of the same script: EVALSHA with the
-  same keys and arguments, built beforehand, in the same concurrency pattern, slice by slice in
-  alternation with the store -- so the ratio is what the store's own work (validation, hashing,
-  encoding, result parsing) costs.  The same again with batches (``append_many``: one pipeline
-  of one append per table per round) against raw pipelined EVALSHA.
-* **replay**: read every table back (``read_many``: pipelined batches of ``--replay-batch``
-  tables, ``--replay-inflight`` batches at once), decoded to
-  ``StoredEvent``; then the same with the hash chain verified (``verify_chain``), as an audit does.
-* **memory**: ``MEMORY USAGE`` (all samples) of each finished table's stream, live and after
-  ``seal()``, per event; plus the head, and the command-id and feed entries per command.
-
-The last line printed is a JSON object with the figures.
+What each part measures: ``docs/performance.md`` ("Event store", "Module notes").  The last line
+printed is a JSON object with the figures.
 """
 
 from __future__ import annotations

@@ -2,18 +2,7 @@
 
     .venv/bin/python bench/web_page.py [--url redis://127.0.0.1:6379/9] [--moves 30] [--loads 10]
 
-One service (``make run``'s launcher, a namespace of its own, deleted at the end) and one
-headless Chromium (``tests/browser/harness.py``). Figures, each the median and the 90th
-percentile of its samples:
-
-* **load**: opening a table's page (``#/t/<id>``, a seat mid-deal) until it is live (the socket's
-  hello received, the view drawn): public view, events and view over HTTP, then the socket;
-* **move**: a click on a move's button until the page shows a newer version (the command's
-  round trip through the gateway, the command stream, the engine worker and back, plus the
-  page's redraw), on a table against the greedy bot;
-* **bytes**: the page's own files, as served (no compression).
-
-The last line printed is a JSON object with the figures and the load average.
+The figures it takes (load, move, bytes): ``docs/performance.md`` ("Web page", "Module notes").
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """Bots that play a seat by choosing one of ``legal_actions``: a random one and a greedy one.
 
-A bot sees only what its seat may see.  ``choose`` turns the match into a ``BotView`` (own hand,
-both tables, the centre card, the waste, the stock and hand counts) and the list of legal
-actions, and decides from those two values alone; the opponent's hand and the order of the stock
-never reach the decision.  The waste counts as visible: every wasted card lay face up as the
-centre card before it was refused (``CardWasted`` is a public event).  Legal actions depend
-only on the acting seat's own hand and table and the centre card, so they leak nothing either.
-``BotView`` follows the secrecy rules of ``engine.views`` in a typed, bitmask form that is cheap
-enough to build at every decision.  Randomness comes in as an argument: a bot never touches the
-global ``random`` module.
+A bot decides from its seat's ``BotView`` (the hands ``engine.secrecy.sees`` lets it see) and
+its legal actions alone, with the randomness it is given; why that leaks nothing is in
+``docs/rules.md`` ("Module notes").
 
 >>> import random
 >>> sorted(BOTS)
@@ -32,6 +26,7 @@ from engine.events import Decline
 from engine.legal import legal_actions
 from engine.melds import Meld, can_split, is_meld
 from engine.rules import Rules
+from engine.secrecy import sees
 from engine.state import Match, Phase
 
 
@@ -97,7 +92,7 @@ def bot_view(match: Match, seat: int) -> BotView:
         seat=seat,
         rules=match.rules,
         phase=deal.phase,
-        hand=deal.hands[seat],
+        hand=sum(hand for owner, hand in enumerate(deal.hands) if sees(seat, owner)),
         table=deal.tables[seat],
         opponent_table=deal.tables[1 - seat],
         centre=deal.centre,
@@ -165,8 +160,7 @@ class GreedyBot:
 
     Forcing helps the opponent's table, so the bot waives unless ``force_min_hand`` is set; then
     it forces when the opponent holds at least that many cards (never fewer than 2: a forced
-    card could be their last).  Over 2,000 seeded deals against the random bot, always forcing
-    doubled the random bot's wins, and forcing from 3 cards changed the rate within noise.
+    card could be their last); ``docs/rules.md`` ("Module notes") has the games that chose this.
     The bot is deterministic: ties go to the first legal action, and ``rng`` is not used.
     """
 

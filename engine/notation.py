@@ -1,9 +1,6 @@
 """Text notation for whole positions, actions and events: one line each, parsed and formatted.
 
-This module formats and parses actions and formats events; it re-exports the notation of
-cards, melds, tables and outcomes (``engine.card_notation``) and of whole positions
-(``engine.position_notation``), so every notation name is importable from here
-(docs/notation.md has the grammar).
+Every notation name is importable from here (``docs/notation.md`` has the grammar).
 
 >>> text = "offered 0 | t0 2S3S4S5S 7H7D7C7S | h0 KC QC | c JC"
 >>> format_position(parse_position(text))

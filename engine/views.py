@@ -1,19 +1,7 @@
-"""Views: what a seat may see and what a spectator may see, computed in one place.
+"""Views: a state and an engine event as a seat or a spectator sees them, as JSON-ready values.
 
-Every view of a state goes through ``_view`` and every view of an event through
-``visible_event``; nothing else in the code base decides what is secret.  The rules:
-
-- both tables, the centre card, scores, stakes and the phase are public;
-- a hand is shown to its own seat only, and to everybody once the deal is over (then nothing is
-  left to hide, and a reviewer wants to see the cards that were stuck); the other seats and
-  spectators see its size;
-- the stock and the waste are face down: everyone sees their sizes, nobody their cards (the
-  stock order stays hidden after the deal too);
-- only the seat to act sees its legal actions; between deals (``Match.between_deals``) each
-  seat sees :data:`NEXT_DEAL`, the one thing that may happen next, which either may ask for;
-- ``DealStarted`` holds the whole deck: a seat gets ``DealtView`` with its own ten cards, a
-  spectator one with none.  ``CardWasted`` stays public: the refused card lay face up as the
-  centre card a moment before, so everyone at the table has seen it.
+What each viewer may see is decided by ``engine.secrecy.sees``, which every view and
+``visible_event`` ask; the rules are in ``docs/services.md`` ("Secrecy") and ``docs/rules.md``.
 """
 
 from __future__ import annotations
@@ -28,6 +16,7 @@ from engine.game import evolve
 from engine.legal import legal_actions
 from engine.notation import format_action, format_event, format_hand, table_order
 from engine.rules import Rules
+from engine.secrecy import Viewer, check_viewer, sees
 from engine.state import Deal, Match, Phase
 
 JSON = dict[str, object]
@@ -63,7 +52,7 @@ def seat_view(match: Match, seat: int, *, seated: bool = True) -> JSON:
     player passes False, and nobody is offered :data:`NEXT_DEAL` there.  Raises ValueError for
     a seat other than 0 or 1.
     """
-    _check_viewer(seat)
+    check_viewer(seat)
     return _views(match, (seat,), seated)[0]
 
 
@@ -100,10 +89,16 @@ def stored_parts(match: Match, *, seated: bool = True) -> tuple[JSON, JSON, JSON
     return (shared, *seat_parts(match, seated=seated))
 
 
+def spectator_part() -> JSON:
+    """Return what a spectator sees beyond the spectator-shaped fields: no seat, no hand of its
+    own, no legal actions; ``with_seat(view, spectator_part())`` is the spectator's view."""
+    return {"seat": None, "hand": None, "legal_actions": []}
+
+
 def _legal_texts(match: Match, seat: int, seated: bool) -> list[str]:
     """The legal actions ``seat`` sees: the seat to act's in engine notation, :data:`NEXT_DEAL`
     for each seat between deals (when both seats are taken), else none."""
-    if match.to_act == seat:
+    if match.to_act is not None and sees(seat, match.to_act):
         return [format_action(a) for a in legal_actions(match)]
     if seated and match.between_deals:
         return [NEXT_DEAL]
@@ -111,53 +106,47 @@ def _legal_texts(match: Match, seat: int, seated: bool) -> list[str]:
 
 
 def _seat_part(deal: Deal | None, seat: int, legal: list[str]) -> JSON:
-    shown = deal is not None and _hand_shown(deal, seat, seat)
+    shown = deal is not None and sees(seat, seat)
     hand = _cards(deal.hands[seat]) if deal is not None and shown else None
     return {"seat": seat, "hand": hand, "legal_actions": legal}
 
 
 def with_seat(view: Mapping[str, object], part: Mapping[str, object]) -> JSON:
-    """Return a seat's view from a spectator-shaped view (a dict with the fields of
-    ``spectator_view``, maybe more) and that seat's part from ``seat_parts``: the part's
-    ``seat`` and ``legal_actions``, and its ``hand`` in the seat's place in ``deal.players``.
+    """Return a viewer's view from a spectator-shaped view (a dict with the fields of
+    ``spectator_view``, maybe more) and that viewer's part from ``seat_parts`` (or
+    :func:`spectator_part`): the part's ``seat`` and ``legal_actions``, and a seat's ``hand``
+    in its place in ``deal.players``.
 
     Keys keep their order; ``view`` is not changed.  Raises ValueError for a part of another
     shape or for a view whose deal lacks the seat.
     """
     seat, hand = part.get("seat"), part.get("hand")
-    if seat not in (0, 1) or not isinstance(part.get("legal_actions"), list):
+    if seat not in (0, 1, None) or not isinstance(part.get("legal_actions"), list):
         raise ValueError(f"not a seat part: {dict(part)!r}")
+    if seat is None and (hand is not None or part["legal_actions"]):
+        raise ValueError(f"a spectator holds no hand and has no legal actions: {dict(part)!r}")
     out = dict(view)
     out["seat"] = seat
     deal = out.get("deal")
-    if isinstance(deal, dict):
+    if seat is not None and isinstance(deal, dict):
         players = deal.get("players")
         if not isinstance(players, list) or len(players) != 2:
             raise ValueError(f"a deal without two players: {deal!r}")
         mine = {**players[seat], "hand": hand}
         deal = {**deal, "players": [mine, players[1]] if seat == 0 else [players[0], mine]}
         out["deal"] = deal
-    elif hand is not None:
+    elif seat is not None and hand is not None:
         raise ValueError(f"seat {seat} holds a hand but the view has no deal")
     out["legal_actions"] = part["legal_actions"]
     return out
 
 
-def _check_viewer(seat: int | None) -> None:
-    if seat not in (0, 1, None):
-        raise ValueError(f"there is no seat {seat!r}: seats are 0 and 1 (None for a spectator)")
-
-
-def _hand_shown(deal: Deal, owner: int, viewer: int | None) -> bool:
-    """Say whether ``viewer`` sees ``owner``'s hand: their own, or any once the deal is over."""
-    return owner == viewer or deal.phase is Phase.OVER
-
-
 def _views(match: Match, viewers: tuple[int | None, ...], seated: bool = True) -> list[JSON]:
     """Build the view of each viewer, None standing for a spectator.
 
-    Secrecy is decided here and in ``_hand_shown``, nowhere else: a hand goes into a viewer's
-    view only when ``_hand_shown`` says so, and legal actions only to a seat (``_legal_texts``).
+    A hand goes into a viewer's view only when ``engine.secrecy.sees`` says so (revealed once
+    the deal is over, ``_deal_views``), and legal actions only to the seat that owns them
+    (``_legal_texts``).
     """
     deal = match.deal
     deals = [None] * len(viewers) if deal is None else _deal_views(deal, viewers)
@@ -195,7 +184,7 @@ def _deal_views(deal: Deal, viewers: tuple[int | None, ...]) -> list[JSON]:
     players: dict[tuple[int, bool], JSON] = {}
 
     def player(seat: int, viewer: int | None) -> JSON:
-        shown = _hand_shown(deal, seat, viewer)
+        shown = sees(viewer, seat, revealed=over)
         made = players.get((seat, shown))
         if made is None:
             made = players[seat, shown] = _player(deal, seat, shown)
@@ -262,18 +251,19 @@ def visible_event(event: Event, seat: int | None) -> VisibleEvent:
     ``DealStarted`` becomes a ``DealtView`` with the viewer's own hand (none for spectators);
     every other event is public and comes back as it is.  Raises ValueError for another seat.
     """
-    _check_viewer(seat)
+    check_viewer(seat)
     if isinstance(event, DealStarted):
         return DealtView(event.number, event.dealer, event.stake, seat, _dealt_hand(event, seat))
     return event
 
 
-def _dealt_hand(event: DealStarted, seat: int | None) -> CardMask:
-    """Deal the cards as the engine does (``evolve`` is the one place dealing lives)."""
-    if seat is None:
-        return 0
+def _dealt_hand(event: DealStarted, seat: Viewer) -> CardMask:
+    """The dealt cards ``seat`` ``sees`` (its own; none for a spectator), dealt as the engine
+    deals them (``evolve`` is the one place dealing lives)."""
     deal = evolve(Match(), event).deal
-    return 0 if deal is None else deal.hands[seat]
+    if deal is None:
+        return 0
+    return sum(hand for owner, hand in enumerate(deal.hands) if sees(seat, owner))
 
 
 def format_visible_event(event: VisibleEvent) -> str:

@@ -1,9 +1,6 @@
 """Building blocks of the wire contract: the model base, wire value types and ``ContractError``.
 
-Every wire model is a frozen pydantic v2 model that forbids unknown fields.  Scalars are
-strict (``"1"`` is not an int, ``true`` is not a seat); lists arrive as JSON arrays and are
-kept as tuples.  Cards travel as text in the notation of RULES.md section 1 (``"7H"``); input
-may use lower case or suit symbols and is normalised to the canonical upper-case form.
+Wire models are frozen, strict and forbid unknown fields (``docs/events.md``, "Module notes").
 
 >>> from pydantic import TypeAdapter
 >>> TypeAdapter(CardText).validate_python("j♣")
@@ -14,7 +11,7 @@ may use lower case or suit symbols and is normalised to the canonical upper-case
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -196,11 +193,6 @@ def _distinct(cards: tuple[str, ...]) -> tuple[str, ...]:
 def _disjoint(melds: tuple[tuple[str, ...], ...]) -> tuple[tuple[str, ...], ...]:
     _distinct(tuple(c for meld in melds for c in meld))
     return melds
-
-
-def distinct_cards(cards: Iterable[str]) -> tuple[str, ...]:
-    """Return the cards as a tuple; raise ValueError when one appears twice."""
-    return _distinct(tuple(cards))
 
 
 CardText = Annotated[

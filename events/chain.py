@@ -1,30 +1,12 @@
 """The hash chain of a table's events: canonical JSON and SHA-256, standard library only.
 
-Every event of a table carries ``hash``, and the one before it carries the hash it chains to
-(``prev_hash``; the first event of a table chains to :data:`GENESIS_HASH`).  An auditor re-derives
-each hash by hand like this::
+:func:`event_hash` chains an event's body to the hash before it (:data:`GENESIS_HASH` for
+version 1); :func:`verify_chain` returns the version of the first event whose hash, version or
+link is wrong.  How to re-derive a hash by hand: ``docs/events.md`` ("Module notes").
 
-    body      = the event as a JSON object, *without* the fields "hash" and "prev_hash"
-                (it keeps type, schema version "v", the payload fields, "table_id", "version",
-                "command_id", "causation" and "time")
-    canonical = JSON text of body with keys sorted at every level, no whitespace at all
-                (separators "," and ":"), non-ASCII characters written as themselves (not
-                \\u escapes), encoded as UTF-8; NaN and infinities are not allowed
-    hash      = lowercase hex of SHA-256( prev_hash as ASCII hex  +  b"\\n"  +  canonical )
-
-    GENESIS_HASH = "0" * 64   (the prev_hash of version 1)
-
-For example, in Python::
-
-    >>> event_hash(GENESIS_HASH, {"type": "table_opened", "v": 1, "table_id": "t1",
-    ...                           "version": 1})[:16]
-    '8137b429be524ff0'
-
-which is the same as ``printf '%s\\n%s' 0000…0000 '{"table_id":"t1","type":"table_opened",
-"v":1,"version":1}' | sha256sum``.
-
-:func:`verify_chain` walks a run of events and returns the version of the first event whose
-hash, version or link is wrong (``None`` when the chain holds).
+>>> event_hash(GENESIS_HASH, {"type": "table_opened", "v": 1, "table_id": "t1",
+...                           "version": 1})[:16]
+'8137b429be524ff0'
 """
 
 from __future__ import annotations

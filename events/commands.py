@@ -1,14 +1,7 @@
 """Commands on the wire: what a client asks a table to do, one frozen model per ``type``.
 
-Every command names its ``table_id`` and carries ``command_id``, the client's idempotency key:
-a command sent twice is applied once and the second delivery gets the first result.
-``expected_version``, when given, is the table version the client last saw; a table that has
-moved on rejects the command.  The seat never travels in the body: the service takes it from
-the seat token of the connection, so a token acts only for its own seat.
-
 :func:`parse_command` turns raw input into a command or raises a ``ContractError`` with a
-stable code (``command/too_large``, ``command/malformed_json``, ``command/unknown_type``,
-``command/invalid``).
+stable code; ``docs/events.md`` describes the fields (``command_id``, ``expected_version``).
 
 >>> parse_command('{"type": "discard", "command_id": "c-000001", "table_id": "T1", "card": "7h"}')
 Discard(command_id='c-000001', table_id='T1', expected_version=None, type='discard', card='7H')

@@ -1,18 +1,10 @@
 """Domain events on the wire: what happened at a table, one frozen model per ``type``.
 
-Each event carries its schema version ``v`` (the class's ``VERSION``); older versions are
-upcast on read by ``events.upcast.parse_event``.  Cards are text (``"7H"``), hands are sorted
-card lists, tables are lists of melds (see ``events.mapping`` for the order).  The envelope
-(table, version, ids, time, hashes) is apart, in ``events.envelope``.
-
-Secrecy lives in one place, :func:`audience`: ``hand_dealt`` is for its seat only, every other
-event is public.  No event before ``deal_revealed`` holds the order of the stock or the seed:
-``deal_started`` publishes only the commitment (SHA-256 of the seed).
+Who may see an event is decided by ``engine.secrecy.sees`` (``docs/services.md``, "Secrecy");
+``docs/events.md`` lists every event and its rules.
 
 >>> CardTurned(seat=1, card="7h").model_dump()
 {'type': 'card_turned', 'v': 1, 'seat': 1, 'card': '7H'}
->>> audience(HandDealt(seat=0, cards=tuple("AC 2C 3C 4C 5C 6C 7C JC QC KC".split())))
-0
 """
 
 from __future__ import annotations
@@ -70,7 +62,6 @@ __all__ = [
     "TableCreated",
     "TableEvent",
     "WentOut",
-    "audience",
 ]
 
 Algorithm = Annotated[str, Strict(), StringConstraints(pattern="^[a-z0-9_.-]{1,40}$")]
@@ -428,15 +419,3 @@ EVENT_TYPES: dict[str, type[EventModel]] = {
     "command_rejected": CommandRejected,
 }
 """Every domain event class by its ``type``; ``cls.VERSION`` is the version this code writes."""
-
-
-def audience(event: EventModel) -> int | None:
-    """Return who may see an event: None for everyone, or the one seat it is for.
-
-    ``hand_dealt`` is for its own seat; every other table event is public.  (A
-    ``command_rejected`` goes only to the connection that sent the command; the gateway sends
-    it there directly, it is never in a stream.)
-    """
-    if isinstance(event, HandDealt):
-        return event.seat
-    return None

@@ -1,10 +1,6 @@
 """Provably fair deals: a secret seed per deal, its commitment, and the shuffle it determines.
 
-Before any card is seen, the deal-started event publishes ``commitment(seed)``, the SHA-256 of
-a fresh 256-bit secret seed, with the name of the shuffle algorithm.  When the deal ends, the
-seed is revealed; anyone can then check it against the commitment and recompute the deck with
-``shuffle(seed, algorithm, deal_context(table_id, deal_number))``.  The algorithm is specified
-step by step in ``docs/fairness.md`` so that a player can recompute a deal without this code.
+``docs/fairness.md`` specifies the commit-reveal scheme and the shuffle step by step.
 
 >>> seed = bytes(range(32))
 >>> verify(seed, commitment(seed))

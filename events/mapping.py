@@ -1,15 +1,7 @@
 """Mapping between engine values and the wire: events both ways, commands one way.
 
-The engine knows nothing of the wire; this module knows both.  Cards become text (``"7H"``),
-card bitmasks become card lists in rank order, then suit (``2D 2H 5C``), and a table becomes a
-list of melds, each in that order, the melds ordered by their cards (as
-``engine.notation.format_table`` writes them).  Going back, a table becomes the sorted tuple of
-meld bitmasks that the engine uses, so engine → wire → engine gives equal values.
-
-An engine ``DealStarted`` holds the whole deck: on the wire it becomes a public
-``deal_started`` (with the commitment, never the deck) and one secret ``hand_dealt`` per seat.
-Back to the engine, ``deal_started`` needs the deck from ``deck_of(number)``: the service
-derives it from the secret seed, an auditor from the revealed one (:func:`revealed_decks`).
+The orders it writes cards and tables in, and how a deal's deck is split into a public
+``deal_started`` and secret ``hand_dealt`` events: ``docs/events.md`` ("Module notes").
 
 >>> to_wire(ee.CardTurned(1, 26))
 [CardTurned(type='card_turned', v=1, seat=1, card='7H')]
@@ -118,8 +110,8 @@ def _made(model: type[_Event], **fields: Any) -> _Event:
 
     Engine values are valid by construction and the mapping writes them in canonical form
     (``format_card``, rank-then-suit order, tuples), so validating every card of a hand or a
-    table again only spent time (10 µs a ``meld_made`` against 4 µs); events of a field or two
-    are quicker validated than constructed.  A test checks that every event mapped from
+    table again only spent time (``docs/performance.md``, "Module notes"); events of a field or
+    two are quicker validated than constructed.  A test checks that every event mapped from
     random games equals its validated form (``model_validate`` of its own dump).
     """
     return cast(_Event, model.model_construct(**fields))

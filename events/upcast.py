@@ -1,10 +1,6 @@
 """Schema versions on read: upcasters lift an old event dict to the version this code writes.
 
-An upcaster is registered for ``(type, from_version)`` and returns the dict of version
-``from_version + 1``; :func:`upcast` applies them in turn until the event is at its class's
-``VERSION``, and :func:`parse_event` then validates it.  Stored events are never rewritten:
-the hash chain covers the bytes as written, and old events are lifted each time they are read.
-The history of every version is in ``docs/events.md``.
+Stored events are never rewritten; ``docs/events.md`` has the history of every version.
 
 >>> old = {"type": "stakes_settled", "v": 1, "winner": 0, "amount": 1,
 ...        "scores": {"0": 1, "1": 0}, "next_stake": 1}

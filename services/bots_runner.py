@@ -1,40 +1,7 @@
 """The bots runner: plays the seats given to the engine's bots through the command streams.
 
-A table created with ``bots: {"1": "greedy"}`` has a ``player_joined`` with ``bot="greedy"``
-on seat 1.  The runner follows every shard feed (:class:`services.feed_follower.FeedFollower`,
-checkpoint ``<ns>:{sNN}:ckpt:bots``); for each table a batch touches it loads the table at its
-latest version (``TableService.load``, cached) and sends at most one command:
-
-* a bot seat is to act (``match.to_act``): the bot named on the seat (``engine.bots.make_bot``)
-  chooses from that seat's ``BotView`` and legal actions, with a ``random.Random`` seeded from
-  ``conquian/bots/<table>/<version>/<seat>`` (so a replay chooses the same), and the action
-  goes out as its wire command (``events.mapping.to_wire_command``);
-* between deals (deal over or none yet, both seats taken, match not over) and a seat holds a
-  bot: the lowest bot seat sends ``next_deal`` at once.  A human who sent ``next_deal`` first
-  moved the version on, so the bot's command is then rejected as stale and changes nothing;
-* a bot that cannot move (no bot of its name, it raises, or it chooses a move the rules refuse)
-  is reported, not only logged: the runner sends ``report_bot_failure`` as the bot's seat, with
-  a stable code (``bot/unknown``, ``bot/failed``, ``bot/illegal_action``) and a message that
-  quotes no card, and the engine worker appends a public ``bot_failed`` event; the public
-  view shows it on the seat (``bot_failure``) until the table's next event.  While it stands
-  the runner does not try that bot again (its own event would wake it: no loop).
-
-The command goes to ``<ns>:{sNN}:cmd`` like a person's (fields ``c``, ``s`` = the bot's seat,
-``r``), with the command id ``bot-<version>-<seat>`` (version zero-padded to four digits, e.g.
-``bot-0012-1``) and ``expected_version`` = the version the bot decided at.  Both are
-deterministic, so two runners, a runner restarted after a crash, or a feed entry read twice send
-the *same* command: the store applies a command id once per table and hands a repeat the first
-result, and the expected version makes a decision taken on an old version fail instead of
-landing on a newer one.  A runner also remembers the last version it sent for each table and
-does not send it again itself.  Nothing else happens on a rejection: every accepted command
-appends events, whose feed entry makes the runner look at the table again.
-
-Bots run in this trusted process, which loads secret deal seeds to fold the table, but a bot
-decides only from its seat's ``BotView`` (``engine.bots``): the other hand and the stock order
-never reach the decision.  Human seats are never played here; a human who does not act is the
-turn clock's business (docs/turn-clock.md).
-
-Run with ``python -m services.bots_runner`` (settings from the environment, services/settings.py).
+Run with ``python -m services.bots_runner``.  How it follows the feeds, its deterministic command
+ids and its reports of failed bots: ``docs/services.md`` ("Module notes").
 """
 
 from __future__ import annotations
@@ -203,7 +170,7 @@ def _where(error: BaseException) -> str | None:
 
 
 class BotsRunner:
-    """Sends the commands of bot seats for the tables of feed batches (see the module docstring)."""
+    """Sends the commands of bot seats for the tables of feed batches (``docs/services.md``)."""
 
     def __init__(
         self,

@@ -1,28 +1,7 @@
 """The cyclic garbage collector, set for a long-running service.
 
-A service keeps many long-lived objects: the folded tables of its caches, each a few thousand
-tuples, dataclasses and models.  CPython's full (generation 2) collection walks every one of
-them, and while the caches fill and turn over it runs every few seconds; under 3,000 commands/s
-an engine worker paused 27 – 126 ms in each (``docs/performance.md``), and for that long it
-answered nothing.
-
-:func:`settle_long_lived` freezes (``gc.freeze()``) what start-up built and, after each full
-collection, what survived it: the next full collection walks only what is newer, and pauses for
-a few milliseconds.  Frozen objects are still freed by reference counting as soon as nothing
-refers to them (an evicted table holds no reference cycle); only garbage *cycles* among frozen
-objects wait, until the first full collection after ``thaw_every`` seconds, which unfreezes
-everything so that the full collection after it walks the whole heap once (one long pause in a
-quarter of an hour instead of one every few seconds).
-
-The young generation is the other cost.  CPython collects generation 0 whenever 700 more
-container objects are alive than at the last collection, and a batch of commands or a projector
-round keeps thousands alive at once (engine states, events, models) that die when it ends: the
-collector ran several times a batch and walked objects that were about to go, about 15 % of an
-engine worker's or a projector's CPU (``docs/performance.md``).  A service that works in
-batches sets ``young_threshold`` (:data:`YOUNG_BACKSTOP`) and calls :func:`collect_at_rest`
-between two batches, when what is young is only what the batch left behind (new cache entries):
-the collections then walk survivors, not transients, and the threshold stays a backstop for a
-batch far bigger than usual.
+:func:`settle_long_lived` freezes what survived full collections; :func:`collect_at_rest`
+collects between two batches.  Why, with the measured pauses: ``docs/performance.md``.
 """
 
 from __future__ import annotations

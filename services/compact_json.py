@@ -2,9 +2,8 @@
 
 The text is what ``json.dumps(value, separators=(",", ":"), ensure_ascii=False)`` writes for
 the values the services send (dicts, strings, ints, booleans, None, lists; int keys written as
-strings, as ``json`` does):
-the standard library builds a new encoder for every call with ``separators``, which cost the
-engine worker 7 % of its CPU for two small dicts a command.
+strings, as ``json`` does), without the encoder the standard library builds anew for every
+call with ``separators`` (its cost: ``docs/performance.md``, "Module notes").
 """
 
 from __future__ import annotations

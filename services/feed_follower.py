@@ -1,25 +1,7 @@
 """Follow every shard feed from a checkpoint of one's own: the loop the bots runner and clock share.
 
-A :class:`FeedFollower` named ``name`` keeps, per shard, the last feed position it has handled
-in ``<ns>:{sNN}:ckpt:<name>`` and reads all its shard feeds with one ``XREAD BLOCK`` (one round
-trip whether one shard or all of them have news; on Redis Cluster, where one command's keys
-must share a slot, one ``XREAD`` a feed in a pipeline and a
-:class:`~services.store.stream_watch.StreamWatch` to wait).  :meth:`FeedFollower.batches`
-yields lists of
-:class:`~services.store.base.FeedEntry` in feed order per shard; the checkpoints of a batch are
-written when the caller asks for the next batch, i.e. after its loop body has finished with the
-batch.  A crash in between means the batch is read again: the delivery is *at least once*, so
-what a follower does with an entry must be harmless to repeat (the bots runner and the turn
-clock send commands with deterministic command ids, which the store applies once per table).
-
-Several processes may follow under the same name: each reads every entry (there is no consumer
-group) and they share the checkpoint, which only matters at start.  The checkpoint is written
-with a plain ``SET`` (one key per shard, never two shards in one call), so it is safe on Redis
-Cluster.
-
-A follower without a checkpoint starts from the beginning of each feed, so a fresh bots runner
-or clock also looks once at every table the feeds still hold (a table waiting on a bot since
-before the runner was deployed gets its move).
+:class:`FeedFollower` delivers feed entries at least once; ``docs/services.md`` ("Module notes")
+has its checkpoints and reads.
 """
 
 from __future__ import annotations

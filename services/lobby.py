@@ -1,14 +1,7 @@
 """The lobby: an index of the tables waiting for a player and of those a spectator may watch.
 
-Three keys in one Redis Cluster slot (hash tag ``{lobby}``, ``KeySpace.lobby``): the sorted
-sets ``waiting`` and ``running`` (every member scored 0, ``<created ms, 13 digits>:<table>``, so
-that members sort by creation, newest last) and the hash ``rows`` (table → ``"<version>
-<created ms> <row JSON>"``, the row empty once the table is in neither list).  The engine worker
-writes a table's row after an append that changes it (:func:`lobby_row`, one script call per
-batch); the archiver forgets a table it moves out of Redis.  Pages are read newest first, after
-an opaque cursor (the last member handed out), so a page is stable under inserts.  Scripts run
-by ``EVALSHA`` (pages by ``EVALSHA_RO``), so each service's Redis user keeps to its own.
-``docs/api.md`` ("Lobby") documents the route and ``docs/services.md`` the keys.
+Its keys and scripts are in ``docs/services.md`` ("The lobby", "Module notes"), the route in
+``docs/api.md`` ("Lobby").
 """
 
 from __future__ import annotations
@@ -29,7 +22,6 @@ from services.store.scripts import ReadOnlyScript
 from services.table import Table
 
 Status = Literal["waiting", "running"]
-STATUSES: tuple[Status, ...] = ("waiting", "running")
 MAX_LIMIT = 100
 
 _MEMBER = re.compile(r"\d{13}:[A-Za-z0-9_.:\-]{1,128}")

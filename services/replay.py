@@ -1,15 +1,6 @@
 """``conquian replay``: a table's stored events as a readable transcript, or its position.
 
-The transcript goes deal by deal, one line per event with its version, in the notation of
-``engine.notation``.  Hands are secret while a deal is played: a ``hand_dealt`` line shows its
-cards only once the deal's seed is revealed (the whole deal is public then), or when it is the
-hand of ``--seat``.  ``--at VERSION`` prints the position after that version
-(``engine.notation.format_position``); in a deal not yet revealed it leaves out the stock and
-the hands ``--seat`` may not see (a position may name fewer than 40 cards, docs/notation.md).
-
-A table that left Redis is read from the archive (``--archive-dir``, ``docs/archive.md``).
-Replay is a viewer, not a checker: it shows a tampered table as it is stored (``conquian
-audit`` says what is wrong with it); a body it cannot read becomes a ``??`` line.
+What it shows of hands and how it treats tampered tables: ``docs/audit.md`` ("Replay").
 """
 
 from __future__ import annotations
@@ -24,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from engine.cards import ALL_CARDS, Card, format_cards, parse_card
 from engine.game import evolve
 from engine.notation import format_event, format_position
+from engine.secrecy import sees
 from engine.state import Match, changed
 from events import domain as wd
 from events.base import ContractError
@@ -119,7 +111,7 @@ class _Deals:
 def transcript(
     table_id: str, events: Sequence[ReplayedEvent], seat: int | None = None
 ) -> list[str]:
-    """Return the lines of a table's transcript, deal by deal (see the module docstring)."""
+    """Return the lines of a table's transcript, deal by deal (``docs/audit.md``, "Replay")."""
     deals = _Deals(table_id, events)
     lines: list[str] = []
     current = 0
@@ -158,7 +150,7 @@ def _line(event: wd.EventModel, deals: _Deals, current: int, seat: int | None) -
     if isinstance(event, wd.DealStarted):
         return [f"committed to the deck: {event.commitment} ({event.algorithm})"]
     if isinstance(event, wd.HandDealt):
-        if event.seat == seat or current in deals.revealed:
+        if sees(seat, event.seat, revealed=current in deals.revealed):
             return [f"hand {event.seat}: {' '.join(event.cards)}"]
         return [f"hand {event.seat}: {len(event.cards)} cards, hidden until the deal is revealed"]
     if isinstance(event, wd.DealRevealed):
@@ -199,7 +191,7 @@ def position_at(
         what = [f"the stock ({len(deal.stock)} cards)"]
         hands = list(deal.hands)
         for owner in (0, 1):
-            if owner != seat:
+            if not sees(seat, owner):
                 what.append(f"hand {owner} ({deal.hands[owner].bit_count()} cards)")
                 hands[owner] = 0
         hidden["hands"] = (hands[0], hands[1])

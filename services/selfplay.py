@@ -1,15 +1,7 @@
 """Bots play seeded deals against each other: ``conquian selfplay`` and the functions behind it.
 
-This module is the command line (arguments, the tally printed or as JSON, the progress bar) and
-re-exports the rest, so everything stays importable from here.  The modules, one concept each:
-
-- :mod:`services.selfplay_deals`: playing.  Deal ``i`` of a run with seed ``S`` is shuffled by
-  its own ``random.Random`` derived from ``S`` and ``i`` alone, and its bots draw from another
-  one, so every deal can be replayed on its own; ``run_selfplay`` tallies a run.
-- :mod:`services.selfplay_record`: ``--record``, the deals played through
-  :class:`services.table_service.TableService` with wire commands into an event store, as
-  tables ``selfplay-<S>-<t>`` that ``conquian audit`` checks.  Recorded selfplay is test data,
-  not a fair game.
+The command line; playing is :mod:`services.selfplay_deals`, recording
+:mod:`services.selfplay_record` (``docs/audit.md``, "Recording selfplay").
 
 >>> result = run_selfplay(SelfplayConfig(deals=2, seed=1, players=("greedy", "random")))
 >>> result.deals, sum(result.wins) + result.draws

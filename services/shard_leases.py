@@ -1,30 +1,7 @@
 """Shard leases and the worker registry: which engine worker decides for which shard.
 
-A shard is owned through its lease key ``<ns>:{sNN}:lease`` holding the owner's worker id:
-
-* **acquire**: a script sets ``<worker> PX lease_ms`` only if the key is absent (a free shard)
-  or already holds ``<worker>``: a worker restarted under the same id (``conquian serve``'s
-  supervisor, a container restarted in its pod) takes back at once the shards its previous
-  process held, instead of waiting for their leases to expire.  Worker ids are unique per live
-  process (the previous process is dead: its supervisor reaped it), so two live processes never
-  hold one lease (``docs/services.md``, "Taking over a dead worker's shards");
-* **renew**: a script sets a new ``PX`` only if the value is still ours (compare-and-renew), so
-  a worker whose lease expired and was taken never extends somebody else's lease;
-* **release**: a script deletes the key only if the value is ours (clean shutdown, rebalance).
-
-Every worker also keeps a heartbeat in the sorted set ``<ns>:workers`` (member: worker id,
-score: Redis server time in ms, written by a script so that host clocks do not matter).  The
-workers seen within one lease period are *live*; a worker holds at most its fair share
-``ceil(shards / live)`` and takes free shards (never leased, released, or expired because their
-owner died) up to it.  Entries older than :data:`PRUNE_LEASES` lease periods are removed.
-
-A worker never trusts its lease longer than it knows it holds: :meth:`ShardLeases.renew` returns
-the local monotonic time at which the renewal was *sent*; the lease is valid at least until that
-time plus ``lease_ms`` (Redis starts counting later), and the engine worker stops appending for a
-shard once that deadline has passed without a successful renewal.
-
-Every command here touches one key, so the same code runs against Redis Cluster (pipelines of
-single-key commands are split by slot by the cluster client).
+Acquire, compare-and-renew and release scripts on ``<ns>:{sNN}:lease``, and heartbeats in
+``<ns>:workers`` for fair shares; ``docs/services.md`` ("Module notes") has the rules.
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
 """The supervisor behind ``conquian serve``: restarts a service process or private Redis that dies.
 
-:class:`Supervisor` owns the child processes it started (:class:`Child`) and, when ``conquian
-serve`` launched one, the private Redis (:class:`~services.redis_server.LocalRedis`).  Every
-:data:`POLL_S` it polls each of them, which also reaps them (no zombies), and:
-
-* a service process that ended is started again with the same command line and environment
-  (an engine worker keeps its worker id, so it takes back its own shard leases at once), after
-  a pause of :data:`FIRST_PAUSE_S` doubling up to :data:`MAX_PAUSE_S` while it keeps dying, and
-  back to the first pause once it has run for :data:`HEALTHY_S`;
-* a private Redis that ended is started again on the same port and data folder, from its AOF.
-
-Each death and each start is one structlog line (``service_died``, ``service_started`` with
-the pid, ``redis_died``, ``redis.restarted``).  ``docs/deploy.md`` ("conquian serve") has the
-rules; ``docs/performance.md`` ("Recovery") the measured times.
+``docs/deploy.md`` ("conquian serve") has the rules; ``docs/performance.md`` ("Recovery") the
+measured times.
 """
 
 from __future__ import annotations

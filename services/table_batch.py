@@ -1,31 +1,7 @@
 """Many commands, many tables, few round trips: ``execute_many`` beside ``TableService.execute``.
 
-The engine worker reads commands in batches.  Commands of one table must run in stream order,
-one after the other (each decides on the state the one before left); commands of different
-tables are independent.  ``execute_many`` therefore runs in *rounds*: round ``k`` takes the
-``k``-th command of every table in the batch, decides each one on its table (cached, else
-folded from the store), and appends them all with ``EventStore.append_many`` (one pipelined
-round trip on Redis, each append still its own atomic Lua call).  A batch of commands for ``n``
-different tables costs about one round trip instead of ``n``.  Each command is planned and its
-append's outcome taken as ``execute`` does it (``TableService.plan`` and ``finish``).
-
-Each command gets exactly the outcome ``TableService.execute`` would give it: the same events,
-result, secrets and status, the same rejection recorded under the command id, the same answer
-for a command id seen before, and a version conflict (another writer moved the table) is
-settled by ``TableService.execute`` itself, which reloads the table and decides again.
-
-The answer is one entry per command, in input order:
-
-``Outcome``
-    the command was decided (accepted, rejected and recorded, or a duplicate);
-``BaseException``
-    something unexpected failed for this command (the store was unreachable, a bug); nothing
-    after it on the same table was attempted;
-``None``
-    not attempted: an earlier command of its table failed, or ``proceed`` said stop for it.
-
-An unattempted or failed command may be retried later: a command id already applied returns the
-first outcome, so a retry never applies anything twice.
+Each command gets exactly the outcome ``execute`` would give it; rounds and the answer's shape
+are in ``docs/services.md`` ("Module notes").
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """Commands in, events out: load a table, decide with the engine, append atomically.
 
-``TableService.execute`` is what the engine worker runs for each command and what
-``conquian selfplay --record`` uses: it folds the table (cached), maps the wire command to the
-engine, turns the engine's events into wire events (a new deal gets a fresh secret seed whose
-commitment is published; a finished deal reveals it), and appends them with the command id in
-one atomic store call.  A rejection is recorded under the command id too, so a redelivered
-command gets the first answer and changes nothing.  The id is the sending seat's
-(``services.store.keys.command_key``): the other seat's command with the same id is refused,
-``command/id_taken``, and the refusal recorded for that seat.
-
-``insecure_deal_key`` makes every seed and first dealer a keyed function of the table id and
-deal number, so that a benchmark or a test can compute whole games in advance.  Anyone holding
-the key knows every deck: never set it in a deployment that deals real games.
+``insecure_deal_key`` makes seeds computable in advance: never set it where real games are
+dealt.  What ``TableService.execute`` does: ``docs/services.md`` ("Module notes").
 """
 
 from __future__ import annotations
@@ -21,7 +11,7 @@ import hmac
 import json
 import secrets as random_source
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -496,10 +486,3 @@ def _replayed(appended: AppendResult) -> Outcome:
     return Outcome(
         bool(result.get("ok")), result, True, appended.first_version, appended.last_version
     )
-
-
-def secrets_view(table: Table) -> Mapping[str, str]:
-    """Return the secret hash a table would have (seeds and token hashes), for tests."""
-    out = {SEED_KEY.format(number=n): seed_hex(s) for n, s in table.seeds.items()}
-    out.update({TOKEN_KEY.format(seat=s): h for s, h in table.token_hashes.items()})
-    return out

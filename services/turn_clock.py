@@ -1,54 +1,7 @@
 """The turn clock: when a human seat's time runs out, a documented default action is sent once.
 
-Only tables created with ``turn_seconds`` have a clock.  The clock has two loops (both in one
-process; run as many processes as you like):
-
-**Arming.**  It follows every shard feed (:class:`services.feed_follower.FeedFollower`,
-checkpoint ``<ns>:{sNN}:ckpt:clock``).  For each table a batch touches it loads the table at its
-latest version ``v``.  When a human seat is due to act (the seat to act, or between deals a
-human seat), the deadline of ``(table, v)`` is the time of event ``v`` plus ``turn_seconds``
-seconds; it goes into the shard's sorted set ``<ns>:{sNN}:timers`` (member: table id, score:
-deadline in ms) and ``v`` into the hash ``<ns>:{sNN}:timers:v`` (table id → version), in one
-script that refuses a version older than, or the same as, the one recorded, so a lagging clock
-process never puts an old deadline back.  One member per table: a new version replaces the
-deadline of the previous one, which is how a move in time cancels the timeout.  When nobody
-human is due (a bot's turn, a seat still empty, the match over), the timer is removed.
-
-**Firing.**  Every ``tick_ms`` a script takes, per shard, the timers due (score <= now, at most
-``limit``) and pushes each one's score to ``now + lease_ms`` in the same step: the lease.  Two
-clock processes therefore do not fire the same timer at once; if the one holding the lease dies,
-the timer comes due again when the lease runs out.  For each timer taken, the table is
-reloaded: if it is still at the timer's version and a human seat is still due, the seat's
-default action is sent to ``<ns>:{sNN}:cmd`` as that seat (fields ``c``, ``s``, ``r``) with the
-command id ``clock-<version>`` (version zero-padded to four digits, e.g. ``clock-0012``) and
-``expected_version`` = the version.  Then the timer is removed, unless a newer version has been
-armed meanwhile.
-
-**Exactly once.**  The command id is the same whoever sends it and however often, and the store
-applies a command id once per table; the expected version makes the command fail, changing
-nothing, if the player moved in the meantime.  So the default action of a timed-out turn is
-applied at most once, and it is applied unless the player's own move got in first.
-
-**Default actions** (also in docs/turn-clock.md), for the seat to act:
-
-=================  =============================================================================
-phase              default action
-=================  =============================================================================
-``turn``           turn the first card
-``offered``        refuse the offered card (if the rules make taking it compulsory: the forced
-                   take below)
-``turned``         leave the turned card (same exception)
-``discard``        discard the hand card the greedy bot would discard (``engine.bots.GreedyBot``
-                   judged from the seat's own view; deterministic)
-``force_window``   waive (never force)
-``forced``         take the card with no hand cards if that is legal, in the engine's default
-                   arrangement (``engine.legal.default_take``); else the first legal take
-between deals      ``next_deal``, sent as the lowest human seat
-=================  =============================================================================
-
-Bot seats are the bots runner's job (services/bots_runner.py), never the clock's.
-
-Run with ``python -m services.turn_clock`` (settings from the environment, services/settings.py).
+Run with ``python -m services.turn_clock``.  Arming, firing, why it acts once, and the default
+actions: ``docs/turn-clock.md``.
 """
 
 from __future__ import annotations
@@ -179,7 +132,7 @@ _GREEDY = GreedyBot()
 
 
 def default_action(match: Match) -> Action:
-    """Return the default action of the seat to act (the table in the module docstring)."""
+    """Return the default action of the seat to act (``docs/turn-clock.md``)."""
     deal = match.deal
     seat = match.to_act
     if deal is None or seat is None:
@@ -230,7 +183,7 @@ def timeout_command(table: Table) -> Timeout | None:
 
 
 class TurnClock:
-    """Arms timers from feed batches and fires the due ones (see the module docstring)."""
+    """Arms timers from feed batches and fires the due ones (``docs/turn-clock.md``)."""
 
     def __init__(
         self,

@@ -1,22 +1,7 @@
 """How a table's views are stored in Redis, and how each viewer's view is put back together.
 
-The projector writes three JSON strings per table at ``KeySpace.table_view(table_id, part)``,
-all in one atomic step, each with the table ``version`` it was built to:
-
-``public``     what everyone sees (``services.views_fold``): ``table_id``, ``version``, the
-               table's own fields (:data:`PUBLIC_ONLY`), then the spectator view's fields;
-``seat0/1``    ``table_id``, ``version``, then that seat's part of ``engine.views.seat_parts``:
-               ``seat``, ``hand`` (its own cards) and ``legal_actions``.
-
-A seat's view is the spectator view with its part (``engine.views.with_seat``), and the
-spectator view is the public one without the table's own fields, so nothing is stored twice:
-the four views of a version took about 2,700 bytes, the three parts take about 1,000, and the
-projector builds one deal view instead of three.  The gateway reads the parts a viewer needs
-with one ``MGET`` (Redis answers it from one moment, so the parts agree) and :func:`assemble`
-gives the same views, byte for byte in JSON, that were stored whole before.
-
-Secrecy stays in ``engine.views``: a seat's part holds only what that seat may see, and a
-viewer's view is built from the public part and that viewer's own part, never another seat's.
+Three parts per table (``public``, ``seat0``, ``seat1``); :func:`assemble` builds a viewer's view
+from the public part and its own.  Secrecy is ``engine.secrecy.sees``'s (``docs/services.md``).
 """
 
 from __future__ import annotations
@@ -26,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from engine.views import with_seat
+from engine.views import spectator_part, with_seat
 
 __all__ = [
     "PUBLIC",
@@ -66,10 +51,9 @@ def dump_view(view: Mapping[str, Any]) -> str:
     """Return the JSON text of a view part: compact, keys in the order the part was built, what
     ``json.dumps(view, separators=(",", ":"), ensure_ascii=False)`` writes.
 
-    By orjson: four views a table a round were a fifth of the projector's CPU with the standard
-    library's encoder, about a sixth of that with orjson.  Views have text keys only, so without
-    ``services.compact_json``'s option for other keys, which took 40 % of the time of the three
-    parts of a state (2.4–2.6 against 1.6–1.7 µs).  A view with another key raises TypeError.
+    By orjson, without ``services.compact_json``'s option for other keys: views have text keys
+    only (``docs/performance.md`` has what each choice saved).  A view with another key raises
+    TypeError.
     """
     return orjson.dumps(view).decode()
 
@@ -100,13 +84,11 @@ def version_of(view: Mapping[str, Any] | None) -> int:
 
 
 def spectator_of(public: Mapping[str, Any]) -> dict[str, Any]:
-    """Return the spectator view in the public view: the head, ``seat`` None, the spectator
-    fields in their order, no legal actions."""
-    view: dict[str, Any] = {k: public.get(k) for k in _HEAD}
-    view["seat"] = None
+    """Return the spectator view in the public view: the head, then the spectator fields in
+    their order, with ``engine.views.spectator_part`` (``seat`` in its place after the head)."""
+    view: dict[str, Any] = {k: public.get(k) for k in (*_HEAD, "seat")}
     view.update((k, v) for k, v in public.items() if k not in _NOT_SPECTATOR)
-    view["legal_actions"] = []
-    return view
+    return with_seat(view, spectator_part())
 
 
 def assemble(

@@ -1,44 +1,7 @@
 """A table's read models folded from its wire events alone: no deal seed, no deck order.
 
-The projector builds every view of a table from the events in the table's stream; it never
-reads the table's secret hash.  The engine's ``Match`` wants each deal's deck (the engine's
-``DealStarted`` carries it), which only the seed gives.  What the views need is less:
-
-- the two hands, which the secret ``hand_dealt`` events of the stream hold (one per seat; the
-  projector is a server component and sees both, the views show each to its own seat only);
-- tables, centre card, waste, scores and phase, which the public events hold;
-- the stock only as a count, and the legal actions of the seat to act, which depend on its
-  hand and table, the centre card and the phase, never on the order (or the identity) of the
-  stock cards: ``engine.legal`` does not look at the stock, ``decide`` only asks whether it is
-  empty.
-
-So :class:`TableFold` builds the engine ``Deal`` with the real hands and a *placeholder* stock
-of the right size: the twenty cards in neither hand, in ascending card order.  When a
-``card_turned`` says which card came off the stock, that card is moved to the front of the
-placeholder before the engine pops it, so the placeholder always holds exactly the cards still
-unseen in the stock (the 40-card count of ``engine.notation`` stays true) and never claims an
-order.  It is not shown anywhere: ``engine.views`` writes the stock as ``stock_count`` only, and
-the views are built by ``engine.views`` (``spectator_view`` and ``seat_parts``), so secrecy is
-still decided in one place.  ``tests/services/test_projector.py`` checks, at every version of
-many random bot games, that these views equal the views of the true state folded with the
-seeds (``services.table.fold_table``).
-
-A ``deal_started`` is applied when both its ``hand_dealt`` events have been folded; the service
-appends the three in one atomic step, so no feed position ever ends between them, and asking
-for views in between raises :class:`FoldError`.
-
-View parts (JSON strings, keys in a fixed order, so equal states give equal bytes), stored as
-``services.view_parts`` says:
-
-``public``     ``table_id``, ``version``, ``status``, ``seats`` (``name``, ``bot``,
-               ``bot_failure``: ``{code, message}`` while a ``bot_failed`` is the newest
-               event, else null), ``turn_seconds``, ``to_act``,
-               ``updated_at`` (ms, time of the newest event), then the spectator view's fields
-               without ``seat`` and ``legal_actions`` (rules, scores, the deal with its tables,
-               centre card, counts and phase);
-``seat0/1``    ``table_id``, ``version``, then ``engine.views.seat_parts`` (the seat, its own
-               hand, its legal actions when it acts, and ``next_deal`` between deals once both
-               seats are taken: either player may start the next deal).
+:class:`TableFold` folds with a placeholder stock; why that is exact and leaks nothing, and the
+view parts it writes: ``docs/services.md`` ("Module notes").
 """
 
 from __future__ import annotations

@@ -1,21 +1,7 @@
 """Moving finished tables out of Redis: write, read back, verify, then delete (``Archiver``).
 
-For each batch of tables (``docs/archive.md`` has the argument in full):
-
-1. read each table whole from Redis (one script per table: head, events, secrets, views);
-2. build its archived form (``prepare``), its chain checked against its head;
-3. if the archive already holds a file for it whose chain checks out and whose head is this
-   head, keep that file (an earlier run wrote it and died before deleting); otherwise write
-   the file (temporary file, fsync, rename, fsync of the folder), the batch's files in
-   threads, so that their fsyncs overlap;
-4. read every file back from the archive and check it again: a fresh one must be exactly what
-   was meant to be written, a kept one must chain to the same head;
-5. delete each verified table's keys with one script that first checks its head is still
-   that version and hash.
-
-A table is deleted from Redis only after step 4 passed on the copy in the archive, and there is
-one file per table id, so a rerun after a kill at any point finishes the job without writing a
-table twice or losing one.
+A table's keys go only after its archived copy was read back and checked, so a rerun after a
+kill finishes the job; the steps are in ``docs/archive.md``.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """A finished table's side in Redis: finding it, reading all of it, and deleting it.
 
-Every call touches one table's keys, or one shard's index, so each is one Redis Cluster slot
-(pipelines are sent with ``transaction=False``; the cluster client splits them by node):
-
-* :func:`due_tables`: per shard, the tables of the index ``<ns>:{sNN}:sealed`` (written by
-  the append that ends a match) that ended before a time;
-* :func:`index_finished`: the fallback for tables that ended before the index existed: every
-  table ``store.tables()`` lists whose head says ``over`` goes into its shard's index, scored
-  by its last event's time;
-* :func:`export_tables`: head, events, secret hash and view parts of each table, read by one
-  script per table (so they are of one moment);
-* :func:`delete_tables`: one script per table deletes every key of the table, and its entries
-  in the shard's index and timers, only if its head is still the version and hash archived.
+Each call touches one table's keys or one shard's index (one Redis Cluster slot); what each
+function reads and deletes is in ``docs/archive.md`` ("Module notes").
 """
 
 from __future__ import annotations

@@ -1,24 +1,7 @@
 """The fast path: a clean table certified from its stored text (:func:`audit_packed`).
 
-Nearly every table is clean, so the audit first tries to certify a table straight from what
-Redis holds (``audit_packed``); whatever it cannot certify -- a failure, or anything unusual --
-is read again by the store and goes through the full audit (``full_audit``), which names the
-failure.  A table certified here is one the full audit passes, with the same report (the tests
-run both over clean and tampered tables).  The fast path reads each body as the store writes it
-(``services/store/codec.py``: ``type``, ``v``, ``command_id``, ``causation``, ``time``,
-then the canonical JSON of the other fields without braces, the "payload text") and checks
-the same things in cheaper terms:
-
-* a move's events (the wire types of the engine's move events, ``_TEXT_OF``) are not decoded:
-  each payload text must be, character for character, the canonical wire text of the engine's
-  event, which is a valid event of the contract; so are a deal's ``deal_started`` and
-  ``hand_dealt`` (``_deal_texts``), and a ``deal_revealed`` or ``player_joined`` must pass the
-  plain checks and be written as canonical JSON writes it;
-* so the canonical JSON of such a body is its payload text with the envelope fields spliced in
-  at their sorted places (``_builder``), and it is hashed without being encoded again;
-* a ``table_created`` (one a table) is decoded and hashed exactly as the full audit does;
-* a move's command is read from as little as it needs (the seat that acts is the seat to act:
-  the engine's first event names it, and it must be the recorded one).
+It certifies only what the full audit would pass, with the same report; anything else goes to
+the full audit.  What it checks in cheaper terms: ``docs/audit.md`` ("Module notes").
 """
 
 from __future__ import annotations
@@ -32,11 +15,13 @@ from engine.cards import ALL_CARDS, Card
 from events.chain import GENESIS_HASH
 from events.fairness import deal_context, parse_seed, shuffle, verify
 from services.audit.deal_checks import _DEAL_TYPES
+from services.audit.decode import _decode, _Event
 from services.audit.fast_payloads import (
     _CREATED,
+    _canonical_text,
     _checked_payload,
     _created,
-    _joined_seat,
+    _joined_player,
     _json_decode,
     _reveal_text,
     _Stored,
@@ -45,7 +30,7 @@ from services.audit.fast_redecide import _FastRedecide
 from services.audit.fast_text import _FAST_SHAPES
 from services.audit.hashing import _SHA256, body_hash
 from services.audit.plain_checks import _CARD_OF, _CAUSATION, _ID
-from services.audit.results import TableReport
+from services.audit.results import TableReport, _Failed
 
 if TYPE_CHECKING:
     from services.store.base import Head
@@ -94,7 +79,8 @@ class _FastAudit(_FastRedecide):
         self.starts: list[int] = []  # the first row of each command
         self.deal_rows: list[int] = []  # deal_started, hand_dealt, stakes_settled, deal_revealed
         self.created: dict[int, tuple[dict[str, Any], ea.NewMatch]] = {}  # payload, command
-        self.seats: dict[int, int] = {}  # the seat of each player_joined
+        self.seats: dict[int, tuple[int, str | None]] = {}  # seat and bot of each player_joined
+        self.lobby: dict[int, _Event] = {}  # each event of the lobby, decoded
         self.payloads: dict[int, dict[str, Any]] = {}  # of deal_started: checked, not compared
         self.decks: dict[int, tuple[Card, ...]] = {}
         self.reveals: dict[int, int] = {}  # the row of each deal's deal_revealed
@@ -160,15 +146,18 @@ class _FastAudit(_FastRedecide):
                 if kind in _DEAL_TYPES:
                     deal_rows.append(n - 1)
                 elif kind == "player_joined":
-                    seat = _joined_seat(text)
-                    if seat is None:
+                    joined = _joined_player(text)
+                    if joined is None:
                         return None
-                    self.seats[n - 1] = seat
-            else:  # table_created: decoded as the full audit does (remembered by its text)
-                created = self.created_hash(n, row, caused, prev)
-                if created is None:
+                    self.seats[n - 1] = joined
+            else:  # table_created and the lobby's events: decoded as the full audit does
+                if kind == "table_created":
+                    digest_of = self.created_hash(n, row, caused, prev)
+                else:
+                    digest_of = self.lobby_hash(n, row, prev)
+                if digest_of is None:
                     return None
-                prev = created
+                prev = digest_of
             add(prev)
         self.digests = "".join(digests)
         # no part holds 0x1F, so these match when every id and every time does
@@ -204,22 +193,41 @@ class _FastAudit(_FastRedecide):
         digest.update(f"{prev}\n{{{whole}}}".encode())
         return digest.hexdigest()
 
-    def decode_created(
-        self, n: int, row: list[str], prev: str
-    ) -> tuple[dict[str, Any], ea.NewMatch, list[str]] | None:
-        """``_created`` of the ``table_created`` at version ``n``, its body rebuilt from the row."""
+    def lobby_hash(self, n: int, row: list[str], prev: str) -> str | None:
+        """The hash of the lobby's event (``_LOBBY_TYPES``) at version ``n``: its body rebuilt
+        from the row, decoded and hashed as the full audit does (they are few: one a command of
+        the lobby); None if its payload text is not the canonical JSON of its fields."""
+        body = self.body_of(n, row)
+        digest = body_hash(prev, body)
+        try:
+            event = _decode(self.table_id, _Stored(n, body, digest), row[2])
+        except _Failed:
+            return None
+        if not _canonical_text(row[5]):
+            return None
+        self.lobby[n - 1] = event
+        return digest
+
+    def body_of(self, n: int, row: list[str]) -> dict[str, Any]:
+        """The body the store reads from a row (``services.store.codec.unpack_body``)."""
         kind, v, cid, causation, moment, text = row
-        table_id = self.table_id
-        body = _json_decode("{" + text + "}")
+        body: dict[str, Any] = _json_decode("{" + text + "}")
         body["type"] = kind
         body["v"] = int(v)
         body["command_id"] = cid
         if causation:
             body["causation"] = causation
         body["time"] = int(moment)
-        body["table_id"] = table_id
+        body["table_id"] = self.table_id
         body["version"] = n
-        return _created(table_id, text, _Stored(n, body, body_hash(prev, body)), cid)
+        return body
+
+    def decode_created(
+        self, n: int, row: list[str], prev: str
+    ) -> tuple[dict[str, Any], ea.NewMatch, list[str]] | None:
+        """``_created`` of the ``table_created`` at version ``n``, its body rebuilt from the row."""
+        body = self.body_of(n, row)
+        return _created(self.table_id, row[5], _Stored(n, body, body_hash(prev, body)), row[2])
 
     # -- step 3 ----------------------------------------------------------------------------------
 

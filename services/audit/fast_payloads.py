@@ -53,9 +53,9 @@ def _reveal_text(reveal: Mapping[str, Any]) -> str:
     return f'"algorithm":"{algorithm}","number":{number:d},"seed":"{seed}"'
 
 
-def _joined_seat(text: str) -> int | None:
-    """The seat of a ``player_joined`` payload text that passes the plain checks and is
-    canonical, else None."""
+def _joined_player(text: str) -> tuple[int, str | None] | None:
+    """The seat and bot of a ``player_joined`` payload text that passes the plain checks and
+    is canonical, else None."""
     payload = _checked_payload("player_joined", text)
     if payload is None:
         return None
@@ -64,7 +64,22 @@ def _joined_seat(text: str) -> int | None:
         f'"bot":{"null" if bot is None else _encode_str(bot)},'
         f'"name":{_encode_str(payload["name"])},"seat":{payload["seat"]:d}'
     )
-    return payload["seat"] if text == canonical_text else None
+    return (payload["seat"], bot) if text == canonical_text else None
+
+
+def _joined_seat(text: str) -> int | None:
+    """The seat of ``_joined_player``, else None."""
+    joined = _joined_player(text)
+    return None if joined is None else joined[0]
+
+
+def _canonical_text(text: str) -> bool:
+    """Say whether a payload text is the canonical JSON of its fields without braces, none of
+    them an envelope field (so the body the store reads from it hashes as the text is)."""
+    fields = _json_decode("{" + text + "}")
+    if not fields.keys().isdisjoint(BODY_KEYS | {"type", "v"}):
+        return False
+    return canonical_json(fields).decode("utf-8")[1:-1] == text
 
 
 def _created(

@@ -12,9 +12,12 @@ from engine.cards import Card
 from engine.errors import EngineError
 from engine.game import decide, evolve
 from engine.state import Deal, Match
+from services.audit.decode import _Event
 from services.audit.fast_payloads import _json_decode
-from services.audit.fast_text import _TEXT_OF, _deal_texts
+from services.audit.fast_text import _LOBBY_TYPES, _TEXT_OF, _deal_texts
 from services.audit.plain_checks import _CARD_OF
+from services.audit.results import Failure, _Failed
+from services.audit.seat_checks import Seating, _SeatChecks
 from services.audit.wire import _FORCE, _LEAVE, _REFUSE, _TURN, _WAIVE, _action_of, _fast_wire
 
 _ACTIONS: dict[str, ea.Action] = {
@@ -31,13 +34,16 @@ _PLAYS: dict[str, tuple[ea.Play, ea.Play]] = {
 _SEAT_TEXT = {'"seat":0': 0, '"seat":1': 1}
 
 
-class _FastRedecide:
-    """Step 4 of ``_FastAudit``: the moves (the attributes below are set by ``_FastAudit``)."""
+class _FastRedecide(_SeatChecks):
+    """Step 4 of ``_FastAudit``: the moves (the attributes below are set by ``_FastAudit``);
+    the lobby's commands are checked by the full audit's ``_SeatChecks``."""
 
+    table_id: str
     rows: list[list[str]]
     starts: list[int]
     created: dict[int, tuple[dict[str, Any], ea.NewMatch]]
-    seats: dict[int, int]
+    seats: dict[int, tuple[int, str | None]]
+    lobby: dict[int, _Event]
     payloads: dict[int, dict[str, Any]]
     decks: dict[int, tuple[Card, ...]]
     reveals: dict[int, int]
@@ -49,12 +55,17 @@ class _FastRedecide:
         plays = _PLAYS
         reveals = self.reveals
         seated = [False, False]
+        seating = Seating(seated)
         match: Match | None = None
         status: str | None = None
         starts = self.starts
         for lo, hi in zip(starts, [*starts[1:], len(rows)]):  # noqa: B905 - same length
             first = rows[lo]
             kind = first[0]
+            if kind in _LOBBY_TYPES:
+                if not self.lobby_command(lo, hi, match, seating):
+                    return None
+                continue
             deal = match.deal if match is not None else None
             group: Sequence[int] = range(lo, hi)
             by_kind = plays.get(kind)
@@ -65,7 +76,7 @@ class _FastRedecide:
                 command: ea.Command = by_kind[seat]
             else:
                 if kind == "player_joined" or kind == "table_created":
-                    joined = self.seat_players(lo, hi, seated, match is not None)
+                    joined = self.seat_players(lo, hi, seating, match is not None)
                     if not joined:
                         if joined is None:
                             return None
@@ -123,18 +134,41 @@ class _FastRedecide:
                 return None
         return status
 
-    def seat_players(self, lo: int, hi: int, seated: list[bool], created: bool) -> list[int] | None:
+    def fail_at(self, event: _Event, code: str, reason: str) -> _Failed:
+        """How ``_SeatChecks`` fails (the fast path then gives up: the full audit names it)."""
+        return _Failed(Failure(self.table_id, event.version, event.type, code, reason))
+
+    def lobby_command(self, lo: int, hi: int, match: Match | None, seating: Seating) -> bool:
+        """``_Audit.redecide`` on a command of the lobby (rows ``lo`` to ``hi``): checked by
+        ``_SeatChecks`` on the events decoded in step 1."""
+        group = [self.lobby.get(i) for i in range(lo, hi)]
+        events = [e for e in group if e is not None]
+        if len(events) != len(group):  # another event in a lobby command: the full audit fails
+            return False
+        try:
+            if events[0].type == "bot_failed":
+                self.check_bot_failed(events, match, seating)
+            else:
+                self.check_lobby(events, match, seating)
+        except _Failed:
+            return False
+        return True
+
+    def seat_players(self, lo: int, hi: int, seating: Seating, created: bool) -> list[int] | None:
         """``_Audit._seat_players``: seat a join's player, or a new table's; the rest."""
+        seated = seating.seated
         rows = self.rows
         rest = [lo] if rows[lo][0] == "table_created" else []
         i = lo + len(rest)
         while i < hi and rows[i][0] == "player_joined":
             if not (created or rest):
                 return None
-            seat = self.seats[i]
+            seat, bot = self.seats[i]
             if seated[seat]:
                 return None
             seated[seat] = True
+            if bot is not None:
+                seating.bots[seat] = bot
             i += 1
             if not rest:  # a join seats one player
                 break

@@ -192,14 +192,19 @@ field (``_checked_payload``), then compares their texts with what they must be
 (``_deal_texts``, ``_reveal_text``, ``_joined_seat``); a ``table_created`` is decoded as the
 full audit does (``_created``)."""
 
+_LOBBY_TYPES = frozenset({"player_left", "rematch_agreed", "rematch_opened", "bot_failed"})
+"""The types no engine command gives (``seat_checks``): few a table, so the fast path decodes
+and hashes them as the full audit does, and checks them with the full audit's code."""
+
 _FAST_SHAPES: dict[str, tuple[str, _BuildHashed | None]] = {}
-for _kind in sorted(_TEXT_TYPES | _DICT_TYPES):
+for _kind in sorted(_TEXT_TYPES | _DICT_TYPES | _LOBBY_TYPES):
     _cls = wd.TABLE_EVENT_TYPES[_kind]
-    _build = None if _kind == "table_created" else _builder(_kind, _cls.VERSION, _cls.model_fields)
-    if _build is not None or _kind == "table_created":
+    _slow = _kind == "table_created" or _kind in _LOBBY_TYPES
+    _build = None if _slow else _builder(_kind, _cls.VERSION, _cls.model_fields)
+    if _build is not None or _slow:
         _FAST_SHAPES[_kind] = (str(_cls.VERSION), _build)
-"""Each type the fast path reads: its ``v`` as text and, but for ``table_created``, its
-``_builder``."""
+"""Each type the fast path reads: its ``v`` as text and, but for ``table_created`` and the
+lobby's types, its ``_builder``."""
 
 
 def _deal_texts(engine_event: ee.DealStarted, payload: Mapping[str, Any]) -> list[tuple[str, str]]:

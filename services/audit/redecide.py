@@ -50,7 +50,7 @@ class _Redecide(_SeatChecks, _AuditState):
                 start = end
                 continue
             if first.type == "bot_failed":  # a record for the clients: the match is unchanged
-                self._bot_failed(group, match, seating)
+                self.check_bot_failed(group, match, seating)
                 start = end
                 continue
             if join < len(joins) and joins[join] < end:
@@ -87,18 +87,6 @@ class _Redecide(_SeatChecks, _AuditState):
             if bot is not None:
                 seating.bots[seat] = bot
         return rest
-
-    def _bot_failed(self, group: list[_Event], match: Match | None, seating: Seating) -> None:
-        """Check a ``bot_failed`` command: one event, on a created table, naming the bot that
-        sits on its seat.  It is no move, so nothing is re-decided."""
-        event = group[0]
-        if len(group) > 1:
-            raise self.fail_at(group[1], EVENT_MISMATCH, "a bot_failed comes alone")
-        if match is None:
-            raise self.fail_at(event, EVENT_MISMATCH, "a bot fails at a table not yet created")
-        seat, bot = event.payload["seat"], event.payload["bot"]
-        if seating.bots.get(seat) != bot:
-            raise self.fail_at(event, EVENT_MISMATCH, f"seat {seat} holds no {bot} bot")
 
     def _redecide_group(
         self, match: Match | None, group: list[_Event], seated: list[bool]

@@ -1,6 +1,6 @@
-"""Step 4 of the full audit for the events no engine command gives: a seat given up before the
-first deal (``player_left``) and a rematch agreed after the match (``rematch_agreed``,
-``rematch_opened``); ``docs/audit.md``."""
+"""Step 4 of the audit for the events no engine command gives: a seat given up before the
+first deal (``player_left``), a rematch agreed after the match (``rematch_agreed``,
+``rematch_opened``) and a bot's failure (``bot_failed``); both paths use it, ``docs/audit.md``."""
 
 from __future__ import annotations
 
@@ -38,6 +38,18 @@ class _SeatChecks:
             self._left(group, match, seating)
         else:
             self._rematch(group, match, seating)
+
+    def check_bot_failed(self, group: list[_Event], match: Match | None, seating: Seating) -> None:
+        """Check a ``bot_failed`` command: one event, on a created table, naming the bot that
+        sits on its seat.  It is no move, so nothing is re-decided."""
+        event = group[0]
+        if len(group) > 1:
+            raise self.fail_at(group[1], EVENT_MISMATCH, "a bot_failed comes alone")
+        if match is None:
+            raise self.fail_at(event, EVENT_MISMATCH, "a bot fails at a table not yet created")
+        seat, bot = event.payload["seat"], event.payload["bot"]
+        if seating.bots.get(seat) != bot:
+            raise self.fail_at(event, EVENT_MISMATCH, f"seat {seat} holds no {bot} bot")
 
     def _left(self, group: list[_Event], match: Match | None, seating: Seating) -> None:
         first = group[0]

@@ -1,15 +1,6 @@
 """A chaos run: a private Redis, ``conquian serve`` on it, the load tool, and the killer.
 
-In the run's folder: ``redis/`` (the private Redis's data and AOF), ``serve.log`` (the
-services' JSON log lines), ``loadtest.json`` and ``loadtest.log`` (the load tool's report and
-errors) and ``ledger.jsonl`` (the commands it got an accepted answer for).
-
-Order: serve with its own private Redis in ``redis/`` (AOF on, ``appendfsync everysec``; serve
-restarts it as it restarts its services), then the load (``conquian loadtest --retry
---ledger``) for the run's duration while the killer works; then the load's grace, and the
-checks (``services.chaos.checks``) on the quiet service, once the views have settled (views are
-derived data kept out of the AOF: after a Redis restart the projector folds them back from the
-feeds); then serve is stopped by SIGINT (``docs/chaos.md``).
+The run's folder, the order of its steps and its checks are in ``docs/chaos.md``.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """A batch of command entries from one or more owned shards: decided and acknowledged together.
 
-One read of the worker's reader brings entries of several shards. They are decided as one
-:func:`services.table_batch.execute_many` call (different tables appended in one pipelined round
-trip per round, whatever their shard) and acknowledged in one pipeline (an XACK per shard stream
-and the hints), so a round trip carries every command of the moment instead of one shard's. The
-acknowledgement is sent while the next batch is read
-(:class:`~services.engine_worker.answers.AcksInFlight`). Each shard keeps its own rules: its
-lock is held for the whole batch (claims, sweeps and retries of the shard wait), nothing of a
-shard is appended once its lease is not known to be ours, and its backlog, retries and give-ups
-stay its own (:class:`ShardRunner`).
+One ``execute_many`` call and one acknowledgement pipeline carry every shard's commands of the
+moment, while each shard keeps its lock, lease check and backlog (``docs/services.md``).
 """
 
 from __future__ import annotations

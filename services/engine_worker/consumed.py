@@ -1,24 +1,8 @@
 """Trimming a command stream of what has been consumed: the stream is an intake, not a log.
 
-A command's entry serves until the engine group has acknowledged it: what it led to is then in
-the table's event stream and its answer under its id in the table's ``cmdids`` hash (the audit
-replays events, never commands). Left alone, every command ever sent would stay in Redis, a
-couple of hundred bytes each, growing the memory and every AOF rewrite without end.
-
-So the owner of a shard, at each sweep (``ShardRunner``), deletes the entries that *every*
-consumer group of the stream has acknowledged and that arrived more than
-``command_retention_ms`` ago (kept for a look at what came in: ``XRANGE <ns>:{sNN}:cmd``).
-One script does it in one step (:data:`TRIM_CONSUMED_LUA`): the bound is the oldest entry any
-group still has pending, else the newest entry it was given (entries past it are not delivered
-yet); whichever group is furthest behind sets it, and an entry younger than the retention
-(by the server's clock, which gives the entry ids) is never reached. ``XTRIM MINID ~`` then
-drops whole stream nodes below the bound (a node holds up to 4 KB or 100 entries, some twenty
-commands), so a node's worth of consumed entries may stay a sweep longer. A stream without a
-group is left as it is: nobody consumes it yet.
-
-The same step reads the engine group's backlog, the entries it has not acknowledged (pending)
-or not been given yet (its ``lag``): the owner publishes it as the gauge
-``conquian_command_backlog`` of the shard, so that a shard falling behind shows.
+At each sweep the shard's owner deletes what every group acknowledged longer than
+``command_retention_ms`` ago (:data:`TRIM_CONSUMED_LUA`) and reads the backlog gauge;
+``docs/services.md`` ("Module notes") has the bound it trims to.
 """
 
 from __future__ import annotations
@@ -79,7 +63,7 @@ class Trimmed:
 
 
 class ConsumedTrim:
-    """Deletes the consumed entries of a command stream (see the module docstring)."""
+    """Deletes the consumed entries of a command stream (``docs/services.md``)."""
 
     def __init__(self, client: Redis, group: str) -> None:
         self._script = client.register_script(TRIM_CONSUMED_LUA)

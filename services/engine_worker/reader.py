@@ -1,25 +1,7 @@
 """One FastStream subscriber per engine worker: every owned shard's command stream in one read.
 
-FastStream's ``StreamSub`` reads one stream, so a worker owning eight shards ran eight
-subscribers, each with its own XREADGROUP, append pipeline and XACK pipeline per batch.  Under
-steady traffic those batches carried one or two commands each and the worker spent most of its
-time on round trips.  :class:`ShardStreamsSubscriber` is FastStream's batch stream subscriber
-(the same consume loop, middlewares, handler call and graceful stop) whose read is one
-``XREADGROUP ... STREAMS <cmd of every shard it is told> > > ...``: the entries of all of them
-reach the handler as one batch, and every entry keeps the name of its stream.
-
-Which streams a read covers is asked before each read (``streams()``), so a shard taken or
-given up joins or leaves at the next read; :meth:`ShardStreamsSubscriber.settled` waits until no
-read or batch in hand involves a stream (a worker giving up a shard must not leave entries it
-has read parked in its pending list).
-
-On a Redis Cluster the streams of several shards live in several slots, which one command may
-not span: there the read is one non-blocking ``XREADGROUP`` a stream, pipelined (the cluster
-client sends each node its part), and an idle reader waits on a
-:class:`~services.store.stream_watch.StreamWatch` before it reads again.
-
-This leans on FastStream 0.7's subscriber internals (``pyproject.toml`` pins the minor
-version); ``tests/services/test_engine_reader.py`` checks the behaviour on a real Redis.
+:class:`ShardStreamsSubscriber` reads the streams it is told of before each read, in one
+``XREADGROUP`` (one a stream on a cluster); why and how: ``docs/services.md`` ("Module notes").
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
 """Seat tokens at the gateway: minting them for a join and finding the seat of a presented one.
 
-A token is ``SeatTokens.token(table, seat, join command id)`` (``services/tokens.py``); the
-table's secret hash keeps only its SHA-256 under ``token:<seat>``, written by the engine worker
-atomically with ``player_joined``.  A presented token is hashed and compared (in constant time)
-with the stored hash of each seat; the seat is the one whose hash matches.  Only the two token
-fields are read (HMGET), never the deal seeds beside them; for a table that left Redis, the
-token hashes its archived file keeps (``docs/archive.md``).
-
-The join's command id is public (it is the ``command_id`` of the ``player_joined`` envelope),
-so it cannot be what a retried join presents to get its token back: anyone could replay it.
-The client's idempotency key for a join stays private instead; the command id on the wire is
-derived from it, ``j-`` + 22 characters of ``HMAC-SHA256(secret, "join:<table>:<key>")``, so a
-retried join with the same key maps to the same command, and a reader of the stream cannot
-turn the public id back into the key.
+Tokens are kept only as hashes, compared in constant time; a join's wire command id is derived
+from its private key.  Why: ``docs/api.md`` ("Module notes").
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
-"""A table's events as one viewer may see them: redacted, and without hashes that would leak.
+"""A table's stored events in their wire form, with what ``engine.secrecy`` lets out of them.
 
-Two rules, both decided here:
-
-* **Audience.** ``events.domain.audience`` says who may see an event: ``hand_dealt`` reaches
-  its own seat only, every other event everyone.  An event a viewer may not see is left out
-  (its version is skipped).
-* **Hashes of a deal in play.** An envelope's ``hash`` covers its body, and every later hash
-  covers it again through ``prev_hash``.  The one unknown of an opponent's ``hand_dealt`` body
-  is its ten cards: a seat that knows its own hand has C(30, 10) ≈ 3·10⁷ candidates to try
-  against any later hash, a few seconds of work.  So while a deal is in play (from its
-  ``deal_started`` until its ``deal_revealed``), the envelopes of the events after its
-  ``deal_started`` go out with ``hash`` and ``prev_hash`` null.  Once the seed is revealed the
-  deck is public and the same events are served with their hashes, so the whole chain can be
-  checked (``GET /tables/{id}/events`` again, or ``events.chain``).
+Each outgoing event carries its ``owner``: ``engine.secrecy.sees`` decides who gets it and
+``engine.secrecy.hashes_shown`` when its hashes go out (``docs/services.md``, "Secrecy"); why
+hashes of a deal in play are withheld is in ``docs/api.md``.
 """
 
 from __future__ import annotations
@@ -21,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from events.domain import audience
+from engine.secrecy import event_owner, hashes_shown
 from events.envelope import Envelope
 from services.lru import Lru
 from services.store.base import EventStore, StoredEvent
@@ -32,25 +22,25 @@ DEAL_REVEALED = "deal_revealed"
 
 @dataclass(frozen=True)
 class Outgoing:
-    """One stored event as the gateway sends it: the wire envelope and who may see it."""
+    """One stored event as the gateway sends it: the wire envelope and the seat that owns it
+    (None for a public event), for ``engine.secrecy.sees``."""
 
     version: int
-    audience: int | None
+    owner: int | None
     envelope: dict[str, Any]
 
-    def visible_to(self, seat: int | None) -> bool:
-        """Say whether ``seat`` (None for a spectator) may see the event."""
-        return self.audience is None or self.audience == seat
 
-
-def outgoing(stored: StoredEvent, sealed: bool) -> Outgoing:
-    """Return the wire form of a stored event, hashes withheld when ``sealed``."""
+def outgoing(stored: StoredEvent, open_from: int | None) -> Outgoing:
+    """Return the wire form of a stored event, its hashes withheld unless
+    ``engine.secrecy.hashes_shown`` lets them out (``open_from``: where the deal in play
+    started)."""
     envelope = Envelope.from_body(stored.to_dict(), check=False)
     data: dict[str, Any] = envelope.model_dump(mode="json")
-    if sealed:
+    if not hashes_shown(stored.version, open_from):
         data["hash"] = None
         data["prev_hash"] = None
-    return Outgoing(stored.version, audience(envelope.payload), data)
+    payload = envelope.payload
+    return Outgoing(stored.version, event_owner(payload.TYPE, getattr(payload, "seat", None)), data)
 
 
 def advance(open_from: int | None, events: Iterable[StoredEvent]) -> int | None:
@@ -65,8 +55,8 @@ def advance(open_from: int | None, events: Iterable[StoredEvent]) -> int | None:
 
 
 def seal_all(stored: Iterable[StoredEvent], open_from: int | None) -> list[Outgoing]:
-    """Return the outgoing events, sealed when in the deal in play (started at ``open_from``)."""
-    return [outgoing(e, open_from is not None and e.version > open_from) for e in stored]
+    """Return the outgoing events, as the deal in play (started at ``open_from``) stands."""
+    return [outgoing(e, open_from) for e in stored]
 
 
 def seal_each(
@@ -78,7 +68,7 @@ def seal_each(
     out = []
     for event in stored:
         open_from = advance(open_from, (event,))
-        out.append(outgoing(event, open_from is not None and event.version > open_from))
+        out.append(outgoing(event, open_from))
     return out, open_from
 
 

@@ -1,17 +1,6 @@
 """One Redis pub/sub listener per gateway process, fanning hints out to whoever waits.
 
-The engine worker publishes ``{"table_id", "command_id", "seat", "result"}`` on ``<ns>:results``
-after each batch, and ``<table_id> <version>`` on ``<ns>:views`` for the views stored (the engine
-worker after each batch, the projector after each view write; ``docs/services.md``), one
-message a batch with one hint a line.  The hub subscribes to both
-on one connection and
-
-* wakes the HTTP request (or WebSocket command) waiting for that command's result;
-* tells every watcher of the table (live WebSocket rooms, requests waiting for a view) that the
-  table moved: ``watcher(view_version)``, ``view_version`` None for a result hint.
-
-Hints are only hints: whoever wakes reads the store.  When the subscription drops, the hub
-resubscribes and then wakes every waiter and watcher, since hints may have been missed.
+Hints are only hints: whoever wakes reads the store (``docs/services.md``, "Hints").
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """Commands into the shard's command stream, and their results back out of the store.
 
-The gateway never writes events: it ``XADD``s the checked command to ``<ns>:{sNN}:cmd`` with the
-fields ``c`` (the command's JSON), ``s`` (the seat, ``""`` for create and join) and ``r``
-(received, ms), and waits for the engine worker.  The result it answers with is the one the
-store recorded under the seat's command id (``<ns>:{sNN}:t:<table>:cmdids``, field
-``command_key(command_id, seat)``: ``"<first> <last> <result>"``,
-``services.store.redis_store.command_record``), read
-when the ``<ns>:results`` hint arrives and, in case a hint was missed (pub/sub delivers at most
-once), at growing intervals: :data:`FIRST_POLL` doubling up to :data:`MAX_POLL`.  A
-command id the store already knows for the seat is answered from the store without enqueueing it
-again; the same id from the other seat is no retry (the store refuses it, ``command/id_taken``).
-After ``result_wait_ms`` without a result the answer is *pending*: the command is queued, and
-sending it again with the same id returns its result once there is one.
+The gateway ``XADD``s a checked command and answers with the result the store recorded under
+the seat's command id; ``docs/services.md`` ("Module notes") has the fields and the polling.
 """
 
 from __future__ import annotations

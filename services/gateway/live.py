@@ -1,22 +1,7 @@
 """Live tables: one room per table with open WebSockets, fed by the process's one hub.
 
-A :class:`Room` follows its table for every connection on it: on a result hint it reads the
-table's new events from the store once and hands each connection the ones it may see; on a view
-hint it reads the views once per part in use and hands each connection its own.  Hints are at
-most once, so :class:`Rooms` also reads every room's head each :data:`RECHECK_SECONDS` and
-pokes the rooms a lost hint left behind.  Everything a
-room does happens under its lock, so a connection joining (and catching up) never interleaves
-with a live update: each connection gets every event it may see exactly once, in order.
-
-A connection's messages go through its own queue to its own writer; a connection that falls
-more than :data:`MAX_QUEUE` messages behind is closed (code 4008) and may resume.
-
-Joining (``after`` is the last version the client saw, or None):
-
-* ``after`` within ``resume_gap`` of the table's version: the events after ``after``, then the
-  current view;
-* else: the current view first, then the events after the view's version (when the projector
-  is not more than ``resume_gap`` behind).
+Each connection gets every event it may see exactly once, in order, then its views;
+``docs/services.md`` ("Module notes") has the rooms, the queues and how a join catches up.
 """
 
 from __future__ import annotations
@@ -26,6 +11,7 @@ import contextlib
 from typing import Any
 
 from engine.codes import Code, close_of
+from engine.secrecy import sees
 from services.gateway import metrics
 from services.gateway.feed import DealTracker, Outgoing, seal_all, seal_each
 from services.gateway.hub import Hub
@@ -71,7 +57,7 @@ class Connection:
         if event.version <= self.cursor:
             return
         self.cursor = event.version
-        if event.visible_to(self.seat):
+        if sees(self.seat, event.owner):
             self.send({"kind": "event", "event": event.envelope})
         payload = event.envelope.get("payload") or {}
         mine = self.seat is not None and payload.get("seat") == self.seat
@@ -203,7 +189,7 @@ class Room:
             connection.send_view(views.get(connection.part))
 
     async def join(self, connection: Connection, after: int | None) -> None:
-        """Bring a new connection up to date (see the module docstring) and add it."""
+        """Bring a new connection up to date (``docs/services.md``) and add it."""
         async with self.lock:
             await self._catch_up()
             target = self.version or 0

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from starlette.requests import HTTPConnection
 
 from engine.codes import Code
+from engine.secrecy import sees
 from events import commands as wc
 from services.gateway import checks, metrics
 from services.gateway.errors import ApiError, status_of
@@ -364,7 +365,7 @@ async def events(
     upto = min(after + limit, version)
     stored = await gateway.store.read(table_id, after + 1, upto) if upto > after else []
     open_from = await gateway.tracker.open_at(table_id, version)
-    visible = [e.envelope for e in seal_all(stored, open_from) if e.visible_to(seat)]
+    visible = [e.envelope for e in seal_all(stored, open_from) if sees(seat, e.owner)]
     page = {
         "table_id": table_id,
         "seat": seat,

@@ -1,14 +1,7 @@
 """The WebSocket of a table: a seat's (or a spectator's) events and views, live, with resume.
 
-``GET /tables/{table_id}/ws?token=<seat token>&after=<last version seen>`` (no token: a
-spectator; the token may also come as ``Authorization: Bearer``).  The gateway sends
-``hello``, then catches the client up (``services.gateway.live``), then streams ``event`` and
-``view`` messages as the table moves.  A seat may send ``{"kind": "command", "command": {...}}``
-and gets ``{"kind": "result", ...}`` for it, as ``POST /tables/{id}/commands`` would answer.
-
-Close codes are the catalogue's (``engine.codes``): 4401 bad token, 4404 no such table (or a
-bad table id), 4422 a bad query, 4008 fell too far behind (reconnect with ``after``).  The
-socket is accepted first, so an ``error`` message with the code goes out before the close.
+``GET /tables/{table_id}/ws?token=<seat token>&after=<last version seen>``; the messages and
+close codes are in ``docs/api.md``.
 """
 
 from __future__ import annotations

@@ -1,20 +1,6 @@
 """``--via gateway``: tables played as clients play them, over HTTP and WebSocket.
 
-Per table: ``POST /tables`` (the tool's table id, ``deals``, ``rules``; with ``--players bots``
-a bot on each seat), then for a scripted table ``POST /tables/{id}/join`` for seat 0 and seat
-1 and one WebSocket per seat (``/tables/{id}/ws?token=…``) that carries the seat's commands
-(``{"kind": "command"}``) and brings back their ``result`` and the seat's ``view``s; a bot
-table gets one spectator socket, whose ``event`` messages are counted until ``match_ended``.
-
-One ``aiohttp`` session pools the HTTP connections (``--http-connections``); the sockets come
-from a second session without a limit, since each stays open as long as its table plays.  A
-socket's reader skips ``event`` messages of scripted tables without decoding them (they carry
-nothing the tool needs); ``result`` and ``view`` messages are decoded with orjson.
-
-With ``--retry`` a create or join that meets a connection error, a 5xx (503 while Redis is
-away) or a 202 (still queued) is posted again with the same ``command_id`` (a join's private
-key returns the same seat and token), and :meth:`GatewayTable.reconnect` opens the table's
-sockets again (the gateway sends each seat's current view on connecting).
+What a table sends and reads, the sessions and ``--retry``: ``docs/loadtest.md``.
 """
 
 from __future__ import annotations
@@ -82,7 +68,7 @@ class GatewayDriver:
 
 
 class GatewayTable:
-    """One table through the gateway (see the module docstring)."""
+    """One table through the gateway (``docs/loadtest.md``)."""
 
     def __init__(self, driver: GatewayDriver, table_id: str, play: TablePlay) -> None:
         self.driver = driver

@@ -1,17 +1,5 @@
 """What a driver does for one table, whatever carries it: the ``TableLink`` protocol, and the
-loop that plays a scripted table through one.
-
-A table has at most one command in flight: the tool sends a move, waits for its result, then
-for a view of the sending seat built to at least the result's version, and only then looks for
-the next move (whose seat's view must be at the newest version known).  The time from the send
-to the result and to that view are the two latencies of the report.
-
-With ``retry`` (``--retry``) a table rides out restarts of the service: a call that fails for
-want of the service (a socket closed, a 503 such as ``store/unavailable``, a result that did not
-come) is made again after a short pause (0.1 s doubling to 1 s), on reconnected sockets, with
-the same ``command_id``, so the service applies it at most once and answers the retry with the
-first result.  With a ``ledger`` every accepted command is written to it
-(``services.loadtest.ledger``).
+loop that plays a scripted table through one (``docs/loadtest.md``, "Module notes").
 """
 
 from __future__ import annotations

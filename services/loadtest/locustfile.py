@@ -1,25 +1,7 @@
 """Locust load for the gateway's HTTP API, from one machine or many (Locust's distributed mode).
 
-Each Locust user plays whole tables over HTTP, one after the other, as a client without a
-WebSocket would: ``POST /tables``, ``POST /tables/{id}/join`` for seat 0 and seat 1, then, until
-the match is over, ``GET /tables/{id}/view?min_version=V`` of both seats and ``POST
-/tables/{id}/commands`` of the move that :class:`services.loadtest.play.TablePlay` picks from
-them: the same deterministic choice as ``conquian loadtest``'s scripted tables.  A command
-answered with anything but 200 (a rejection, or 202 still queued) is a failure in Locust's
-statistics, under the request's name.
-
-One machine::
-
-    locust -f services/loadtest/locustfile.py --host http://127.0.0.1:8000 \\
-        --headless -u 50 -r 10 -t 60s
-
-Many: one master, any number of workers (each a process; start one a core)::
-
-    locust -f services/loadtest/locustfile.py --master --host http://GATEWAY:8000
-    locust -f services/loadtest/locustfile.py --worker --master-host MASTER
-
-Options of this file: ``--conquian-deals`` (deals a match, default 1), ``--conquian-seed``
-(seed of the choices, default 1), ``--conquian-rules`` (a preset, default classic).
+Each user plays whole tables over HTTP with the tool's scripted moves; how to run it and its
+options (``--conquian-deals``, ``--conquian-seed``, ``--conquian-rules``): ``docs/loadtest.md``.
 """
 
 from __future__ import annotations

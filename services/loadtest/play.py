@@ -1,14 +1,7 @@
 """What a scripted table plays: the next command of a table from its seats' views.
 
-Both seats of a scripted table are the load tool's.  It acts only on views at the newest
-version it knows of the table (a result or a view may be ahead of the other seat's view), so
-it never sends a move decided on an old position.  The seat to act picks one of its view's
-``legal_actions`` with a ``random.Random`` seeded from ``<seed>:<table>:<version>``: the same
-seed and the same deals give the same moves, whether the tool, its locustfile or a test plays.
-Between deals both seats' views offer ``next_deal``, and seat 0, the first it looks at, sends
-it.  With a ``bad_share`` the other seat first sends the same move out of turn at that share of
-positions (the rules refuse it with ``move/not_your_turn``; never a ``next_deal``, which either
-seat may send), so that a run exercises the rejection path as well.
+Seeded choices from ``legal_actions``, and deliberate out-of-turn moves with ``bad_share``:
+``docs/loadtest.md`` ("Module notes").
 
 >>> choose(["turn"], 7, "t-1", 3)
 'turn'

@@ -1,15 +1,6 @@
 """The JSON report of a run: what was asked, what was measured, and the time series.
 
-Top-level keys: ``tool``, ``started_at`` (UTC, ISO 8601), ``seconds`` (the run's length),
-``settings`` (every option), ``commands_per_s`` (results received over the run's length),
-``rate_sent`` (commands sent over it), ``moves_per_s`` (bot tables' moves seen over it),
-``commands`` (sent, results, unanswered, accepted,
-rejected, refused_on_purpose), ``latency_ms`` (``result`` and ``view``: count, p50, p95, p99,
-max, mean), ``setup_latency_ms`` (``create`` and ``join``), ``rejections``, ``errors`` and
-``retries`` (by code; ``--retry``), ``tables`` (started, finished, deals_finished),
-``moves_seen`` (bot tables), ``timed_out``, ``interrupted`` (by Ctrl-C), ``generator`` (the
-tool's own CPU seconds and share, and its event loop's lag: ``services.loadtest.selfwatch``),
-and ``series`` (one row per ``--interval``).
+Its keys are listed in ``docs/loadtest.md`` ("Module notes").
 """
 
 from __future__ import annotations

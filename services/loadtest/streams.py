@@ -1,15 +1,5 @@
 """``--via streams``: tables played straight onto the shard command streams, as the gateway
-enqueues them.
-
-A command is ``XADD``ed to ``<ns>:{sNN}:cmd`` with the gateway's fields (``c`` the command's
-JSON, ``s`` the seat or ``""`` for create and join, ``r`` the time in ms); its result is the
-store's record under its id in the table's ``cmdids`` hash (``"<first> <last> <result>"``), and
-the views are the table's ``public``, ``seat0`` and ``seat1`` parts, read with one ``MGET`` (one
-table's keys share a slot) and put together as the gateway does (``services.view_parts``).
-A table waits on its feed entries (:mod:`services.loadtest.feeds`), and polls at growing
-intervals for a rejection, which appends none.  Every call goes through the run's
-:class:`~services.loadtest.batcher.Batcher`; Redis is opened only with
-``services.store.client.connect``, so the same run works on one Redis or a cluster.
+enqueues them (``docs/loadtest.md``, "Module notes").
 """
 
 from __future__ import annotations
@@ -41,8 +31,8 @@ MAX_POLL = 1.0
 """Seconds between reads of a table that neither a feed entry nor a result hint woke: the
 first, and at most (doubling), or twice and four times the run's typical wait for a result
 when that is longer (:meth:`StreamsDriver.poll_start`). A poll only finds what a lost hint
-would have announced: a poll any sooner read a busy table three times a command at 300 tables
-(640 µs of the tool's CPU a command), six times at 10,000."""
+would have announced; polling sooner cost the tool CPU for nothing (``docs/loadtest.md``,
+"Module notes")."""
 
 
 class StreamsDriver:
@@ -92,7 +82,7 @@ class StreamsDriver:
 
 
 class StreamsTable:
-    """One table on the command streams (see the module docstring)."""
+    """One table on the command streams (``docs/loadtest.md``)."""
 
     def __init__(self, driver: StreamsDriver, table_id: str, play: TablePlay) -> None:
         self.driver = driver

@@ -1,18 +1,7 @@
 """The event store's interface, its records and errors, and the event preparation both stores share.
 
-A table's events are numbered ``1, 2, 3, …`` (``version``).  Each event is a JSON object
-(``body``) holding ``table_id`` and ``version`` among its fields, and carries ``hash``,
-chained by :func:`events.chain.event_hash` to the hash of the event before it (``prev_hash``,
-genesis for version 1).
-
-An append is one command's outcome: zero or more events, plus the command's ``result`` kept for
-idempotency.  It succeeds only if the table is still at ``expected_version`` with head hash
-``expected_hash``; a command id seen before on that table returns the first result and appends
-nothing (checked *before* the version, so a redelivered command never conflicts).  The store
-takes the id as its caller gives it; the services record a seat's command under
-``keys.command_key(command_id, seat)``, so that an id is one seat's key.  The Redis
-store forgets a table's command ids a while after its match ends (``RedisEventStore``,
-``finished_ids_ms``); the memory store keeps them.
+An append applies a command id once and checks the expected version and head hash
+(``docs/services.md``, "Module notes").
 """
 
 from __future__ import annotations

@@ -1,33 +1,8 @@
 """One way to open a Redis client for the services: bytes replies, commands packed in C.
 
-redis-py's asyncio connection packs every command into RESP in Python, argument by argument
-(about 19 µs for an append's ~20 arguments on the benchmark machine, 3 µs with hiredis): on the
-engine worker's hot path that was 8–9 % of its CPU.  ``connect`` returns an ordinary
-``redis.asyncio.Redis`` whose pool makes connections of the same class as redis-py would (TCP,
-TLS or Unix socket, from the URL) with ``pack_command``/``pack_commands`` done by
-``hiredis.pack_command``.  An argument hiredis cannot pack (a memoryview, say) falls back to
-redis-py's own packer, which also raises redis-py's usual error for a wrong type.
-
-``connect(url, call_timeouts=False)`` is the client of the stream consumers (engine worker,
-projector; the worker gives FastStream's broker the same options, ``broker_options``: its
-``XREADGROUP`` over every owned shard's stream, once a turn, is packed in C as well).
-redis-py 8 gives every connection a 5 s socket timeout by default, and pays for it on every
-call: each send runs in a task of its own under ``asyncio.wait_for`` and each reply is read
-inside an ``asyncio.timeout`` block, about 5–10 µs of CPU per pipelined command on the benchmark
-machine (``bench/redis_client.py``), where an append costs Redis 20 µs. A consumer has no use
-for a per-call deadline (a slow Redis is waited for; its leases say whether it is still alive),
-so its connections have none; a peer that vanishes is still found, by TCP: keepalive probes on
-an idle connection (such as one blocked in ``XREADGROUP``) and, while a request is
-unacknowledged, ``TCP_USER_TIMEOUT``, both in the kernel at no cost per call. The gateway and
-the command-line tools keep redis-py's timeout: a request of a person should fail rather than
-wait.
-
-**Redis Cluster.** ``connect`` asks the server at ``url`` once whether it runs in cluster mode
-(``INFO cluster``, :func:`is_cluster`) and then returns redis-py's ``RedisCluster``, which finds
-every master from that one node, routes each command (and each script, by its keys) to the
-master of its slot, and splits pipelines by node. Its connections are packed in C too.
-``docs/deploy.md`` ("Redis Cluster") says what else a cluster changes. A ``redis+sentinel://``
-URL gives the primary that Redis Sentinel names (:mod:`services.store.sentinel`).
+``connect`` gives a redis-py client (``RedisCluster`` on a cluster, Sentinel's primary for
+``redis+sentinel://``); ``call_timeouts=False`` for the stream consumers.  Why, with figures:
+``docs/performance.md`` ("Module notes").
 """
 
 from __future__ import annotations

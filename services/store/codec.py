@@ -1,24 +1,6 @@
 """The stored form of an event: its body as one ``b`` field, and the framed replies of reads.
 
-Entry encoding (two fields, the same in every entry, so Redis keeps the field names once per
-stream node):
-
-``h``  the 32 raw bytes of the event's SHA-256 (hex in the API);
-``b``  the body without ``table_id`` and ``version`` (the key and the stream id give them), as
-       six parts joined by the byte 0x1F::
-
-           type 0x1F v 0x1F command_id 0x1F causation 0x1F time 0x1F payload
-
-       ``type``, ``command_id``, ``causation`` are the strings themselves, ``v`` and ``time``
-       decimal integers; a part is empty when the body has no such field or its value is not of
-       that kind (a non-empty string without 0x1F, an integer) -- the field then stays in
-       ``payload``: the canonical JSON of all remaining fields *without* the outer braces.
-       Canonical JSON escapes control characters, so 0x1F never occurs raw in the payload and
-       the split is unambiguous.  For a typical event this is ~95 bytes instead of ~145 for the
-       canonical JSON, which keeps a stored event under 200 bytes of Redis memory.
-
-A read (:data:`services.store.scripts.READ_LUA`) returns a range as one framed string, which
-:func:`decode_packed` splits.
+The entry encoding (fields ``h`` and ``b``) is in ``docs/services.md`` ("Module notes").
 """
 
 from __future__ import annotations

@@ -1,30 +1,7 @@
 """One key scheme for every service: shards, hash tags and key names.
 
 A table lives on shard ``crc32(utf8(table_id)) % shards``; every key of a shard carries the hash
-tag ``{sNN}`` (two digits, more when there are 100 shards or more), so one Lua call only ever
-touches keys of one Redis Cluster slot.  Keys, with ``ns`` the deployment's prefix (``cq``):
-
-=====================================  ==========================================================
-``<ns>:{sNN}:t:<table>:ev``            the table's events; stream ids ``<version>-1``
-``<ns>:{sNN}:t:<table>:head``          hash: ``version``, ``hash`` (hex), ``status``
-``<ns>:{sNN}:t:<table>:secret``        hash written atomically with an append (seed, …)
-``<ns>:{sNN}:t:<table>:cmdids``        hash :func:`command_key` (``<seat>:<command id>``, or
-                                       the id alone for create and join) → first result
-                                       (expires after the match)
-``<ns>:{sNN}:feed``                    shard feed: one entry per append (``t``, ``f``, ``l``)
-``<ns>:{sNN}:cmdids``                  hash ``<table>|<command id>`` → first result, where
-                                       stores before the per-table hash recorded them (read)
-``<ns>:{sNN}:cmd``                     command intake stream
-``<ns>:{sNN}:view:…``                  read models
-``<ns>:{sNN}:ckpt:<projector>``        a projector's checkpoint
-``<ns>:{sNN}:timers``                  sorted set of deadlines
-``<ns>:{sNN}:sealed``                  sorted set of finished tables (score: finish time, ms),
-                                       the archiver's index (``docs/archive.md``)
-``<ns>:{lobby}:waiting|running|rows``  the lobby's lists and rows (``services/lobby.py``)
-=====================================  ==========================================================
-
-Other services build their keys with :meth:`KeySpace.shard_key` (or the named helpers) so that a
-key never lands in the wrong slot.
+tag ``{sNN}``.  The table of keys is in ``docs/services.md`` ("Module notes").
 """
 
 from __future__ import annotations

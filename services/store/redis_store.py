@@ -1,29 +1,7 @@
 """The event store on Redis: one Lua call per append, pipelined batch reads and appends.
 
-Layout (see :mod:`services.store.keys`): per table a stream ``…:t:<table>:ev`` with explicit ids
-``<version>-1``, a head hash ``…:t:<table>:head`` (``version``, ``hash`` hex, ``status``), a
-secret hash and the hash of its processed command ids; per shard a feed stream (``t``, ``f``,
-``l``) and the index of finished tables (``sealed``: the append that ends a match adds the table,
-scored by its last event's time; the archiver, ``services.archive``, takes it out).  The
-client computes the hashes with :mod:`events.chain`; the script checks the command id, then the
-head version and hash, and writes everything or nothing.
-
-Command ids are what makes a command apply once: a command id the table has seen is answered
-with its first outcome, and one another seat used (``taken_by``) is refused
-(``AppendResult.refused``).  Once a table's match is over nothing more can happen at it, so its
-command ids are kept ``finished_ids_ms`` more (an hour by default: far longer than a redelivery
-or a client's retry takes), then Redis drops them; a duplicate sent after that is decided
-again, and the finished match refuses it.  A command id recorded by a store of before the
-per-table hash (in the shard's ``cmdids``) is still found there.
-
-The stored form of an entry (fields ``h`` and ``b``) and of a read's reply is in
-:mod:`services.store.codec`; the Lua scripts are in :mod:`services.store.scripts`.
-
-After a table's last event, :meth:`RedisEventStore.seal` rewrites its stream with exact-size
-nodes (DUMP + RESTORE in one script): Redis pre-allocates 4 KiB for the newest node of every
-stream, which a finished table would otherwise keep forever.
-
-The client must be a ``redis.asyncio.Redis`` created with ``decode_responses=False``.
+The client must be a ``redis.asyncio.Redis`` created with ``decode_responses=False``.  Layout,
+command ids and sealing: ``docs/services.md`` ("Module notes").
 """
 
 from __future__ import annotations

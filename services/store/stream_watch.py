@@ -1,17 +1,6 @@
 """Waiting on many streams of a Redis Cluster: one blocked ``XREAD`` a stream, as a wake-up.
 
-On one Redis a reader waits for news on all its streams with one ``XREAD``/``XREADGROUP``
-``BLOCK`` over every stream. A cluster refuses that command (its keys span slots, and a
-command's keys must share one slot), so the readers of the services split it there
-(``docs/deploy.md``, "Redis Cluster"): they read without blocking, one command a stream in one
-pipeline (which the cluster client sends node by node), and when nothing came they wait on a
-:class:`StreamWatch`: one ``XREAD COUNT 1 BLOCK`` a stream, after the last entry the reader
-knows of, each on a connection of its own. The first one that returns wakes the reader, which
-reads again without blocking; a watch still blocked stays in flight for the next wait.
-
-A watch only wakes: what it read is dropped, and the reader's own read takes the entries. So a
-watch that fires late, or after an id older than the reader's position, costs one empty read
-and loses nothing.
+A watch only wakes the reader, which reads again itself (``docs/deploy.md``, "Module notes").
 """
 
 from __future__ import annotations

@@ -6,11 +6,13 @@ and FAIL under ``CI=true`` (``.ci/run`` installs both when they are missing).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
 import pytest
 
-from tests.browser.harness import require_browser, serve
+from tests.browser.harness import require_browser
+from tests.services.serve_run import serving
 
 
 @pytest.fixture(autouse=True)
@@ -21,5 +23,5 @@ def _chromium_present() -> None:
 @pytest.fixture(scope="session")
 def service(redis_url: str) -> Iterator[str]:
     """The base URL of one ``conquian serve`` shared by every browser test."""
-    with serve(redis_url) as base:
+    with serving(redis_url, f"web-{uuid.uuid4().hex[:8]}") as base:
         yield base

@@ -7,15 +7,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import time
 import urllib.request
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,13 +47,6 @@ def require_browser() -> None:
     pytest.skip(message)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def http(
     method: str, url: str, body: dict[str, Any] | None = None, token: str | None = None
 ) -> Any:
@@ -71,59 +58,6 @@ def http(
     request = urllib.request.Request(url, data=data, method=method, headers=headers)
     with urllib.request.urlopen(request, timeout=15) as response:
         return json.loads(response.read())
-
-
-@contextmanager
-def serve(redis_url: str, namespace: str | None = None) -> Iterator[str]:
-    """Run ``conquian serve`` (what ``make run`` starts) on a free port; yield its base URL.
-
-    Its keys live under a namespace of its own, unlinked afterwards.
-    """
-    import redis
-
-    namespace = namespace or f"web-{uuid.uuid4().hex[:8]}"
-    port = free_port()
-    env = {
-        **os.environ,
-        "REDIS_URL": redis_url,
-        "CONQUIAN_NAMESPACE": namespace,
-        "CONQUIAN_SHARDS": "2",
-        "CONQUIAN_LOG_LEVEL": "WARNING",
-    }
-    argv = [sys.executable, "-m", "services.cli", "serve", "--port", str(port), "--workers", "1"]
-    process = subprocess.Popen(
-        argv,
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        assert process.stdout is not None
-        while time.monotonic() < deadline:
-            line = process.stdout.readline()
-            if not line:
-                raise AssertionError("conquian serve stopped before it was running")
-            if "Conquian is running at" in line:
-                break
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        os.killpg(process.pid, signal.SIGINT)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        client = redis.Redis.from_url(redis_url)
-        try:
-            keys = list(client.scan_iter(match=f"{namespace}*", count=1000))
-            for start in range(0, len(keys), 500):
-                client.unlink(*keys[start : start + 500])
-        finally:
-            client.close()
 
 
 def chromium(width: int = 1100, height: int = 900, network_log: bool = False) -> WebDriver:

@@ -28,10 +28,10 @@ from tests.browser.harness import (
     my_turn,
     play_one,
     seated_table,
-    serve,
     table_state,
     wait_for,
 )
+from tests.services.serve_run import serving
 
 
 @contextmanager
@@ -119,7 +119,7 @@ def to_the_end(driver: WebDriver) -> None:
 
 def main(folder: Path) -> int:
     folder.mkdir(parents=True, exist_ok=True)
-    with redis_url() as url, serve(url) as base:
+    with redis_url() as url, serving(url, "screenshots") as base:
         driver = chromium(1100, 700)
         try:
             lobby_tables(base)

@@ -14,6 +14,7 @@ from engine.cards import parse_cards
 from engine.game import decide, evolve, fold
 from engine.legal import legal_actions
 from engine.rules import PRESETS
+from engine.secrecy import event_owner
 from engine.state import Match, Phase
 from events import commands as wc
 from events import domain as wd
@@ -122,7 +123,7 @@ def test_deal_started_becomes_a_public_commitment_and_two_secret_hands() -> None
     non_dealer = set(parse_cards("JD 5S KD KC 3C 3S JH KS AD 6S"))  # docs/fairness.md example
     assert (first.seat, cards_from_wire(first.cards)) == (0, sum(1 << c for c in non_dealer))
     assert second.seat == 1 and len(second.cards) == 10
-    assert [wd.audience(e) for e in wire] == [None, 0, 1]
+    assert [event_owner(e.TYPE, getattr(e, "seat", None)) for e in wire] == [None, 0, 1]
     with pytest.raises(ValueError, match="commitment"):
         to_wire(ee.DealStarted(1, 1, 2, deck))
     with pytest.raises(ValueError, match="deck_of"):
@@ -260,9 +261,9 @@ def test_no_public_event_shows_a_hidden_card_before_the_reveal() -> None:
                 shown = set()
             for w in wire:
                 if isinstance(w, wd.HandDealt):
-                    assert wd.audience(w) == w.seat
+                    assert event_owner(w.TYPE, w.seat) == w.seat
                 else:
-                    assert wd.audience(w) is None
+                    assert event_owner(w.TYPE, getattr(w, "seat", None)) is None
                     shown |= _cards_in(w)
             if isinstance(event, ee.StakesSettled):
                 assert state is not None and state.deal is not None

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 import events
 from engine.rules import PRESETS, Forcing, Rules, StakeOnDraw
+from engine.secrecy import event_owner
 from events import base, commands, domain, envelope, mapping, upcast
 from events.base import ContractError
 from events.chain import GENESIS_HASH, canonical_json, event_hash, verify_chain
@@ -25,7 +26,6 @@ from events.domain import (
     HandDealt,
     MeldMade,
     StakesSettled,
-    audience,
 )
 from events.envelope import BODY_KEYS, Envelope, HashMismatch, seal
 
@@ -292,10 +292,10 @@ def test_hand_dealt_holds_ten_distinct_cards() -> None:
         HandDealt(seat=0, cards=(*HAND[:9], "AC"))
 
 
-def test_audience_hand_dealt_is_for_its_seat_only() -> None:
+def test_a_hand_dealt_is_owned_by_its_seat_and_every_other_event_is_public() -> None:
     for event in sample_events():
         expected = event.seat if isinstance(event, HandDealt) else None
-        assert audience(event) == expected
+        assert event_owner(event.TYPE, getattr(event, "seat", None)) == expected
 
 
 def test_no_public_event_carries_a_deck_or_a_seed_before_the_reveal() -> None:

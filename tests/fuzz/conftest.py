@@ -1,7 +1,7 @@
 """Fixtures of the fuzz tests: a served stack with known tables, and the truth about them.
 
 Each test gets the real gateway on a uvicorn port with an engine worker and a projector
-(``services.gateway.testing.Stack``) on the test Redis, fixed deal seeds, and two tables:
+(``tests.services.gateway_stack.Stack``) on the test Redis, fixed deal seeds, and two tables:
 ``fz-play`` (both seats taken, a deal in play: cards hidden from everyone) and ``fz-open``
 (seat 0 taken).  The bounded Hypothesis settings are in ``fuzz_stack``.
 """
@@ -16,9 +16,9 @@ from fuzz_stack import Tables, fixed_seeds
 from fuzz_truth import Truth
 from redis.asyncio import Redis
 
-from services.gateway.testing import Stack
 from services.settings import Settings, load_settings
 from services.store import RedisEventStore
+from tests.services.gateway_stack import Stack
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from fuzz_truth import Truth, leaks
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.gateway.testing import Stack, eager, refuser, wire_command
+from tests.services.gateway_stack import Stack, eager, refuser, wire_command
 
 pytestmark = pytest.mark.fuzz
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fuzz_stack import Tables
 
-from services.gateway.testing import Listener, Stack
+from tests.services.gateway_stack import Listener, Stack
 
 
 async def test_a_lone_surrogate_in_a_command_id_gets_a_result_not_a_dropped_socket(

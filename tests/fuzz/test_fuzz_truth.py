@@ -11,7 +11,7 @@ import json
 from fuzz_stack import Tables
 from fuzz_truth import Truth, card_words, leaks
 
-from services.gateway.testing import Stack
+from tests.services.gateway_stack import Stack
 
 
 async def test_a_hand_shown_to_the_other_seat_is_caught(

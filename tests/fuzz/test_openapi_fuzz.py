@@ -36,7 +36,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from services.gateway.testing import Stack
+from tests.services.gateway_stack import Stack
 
 pytestmark = pytest.mark.fuzz
 

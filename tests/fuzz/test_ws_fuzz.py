@@ -34,7 +34,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from engine.codes import Code
-from services.gateway.testing import Stack
+from tests.services.gateway_stack import Stack
 
 pytestmark = pytest.mark.fuzz
 

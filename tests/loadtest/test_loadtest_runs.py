@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
+
+from tests.services.serve_run import serving
 
 ROOT = Path(__file__).resolve().parents[2]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -38,63 +36,12 @@ class Service:
     namespace: str
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def delete_namespace(redis_url: str, namespace: str) -> None:
-    client = redis.Redis.from_url(redis_url)
-    try:
-        keys = list(client.scan_iter(match=f"{namespace}*", count=1000))
-        for i in range(0, len(keys), 500):
-            client.unlink(*keys[i : i + 500])
-    finally:
-        client.close()
-
-
 @pytest.fixture(scope="module")
 def service(redis_url: str) -> Iterator[Service]:
     """``conquian serve`` with one engine worker on a free port, in a namespace of its own."""
     namespace = f"t-{uuid.uuid4().hex[:8]}"
-    port = free_port()
-    env = {
-        **os.environ,
-        "REDIS_URL": redis_url,
-        "CONQUIAN_NAMESPACE": namespace,
-        "CONQUIAN_SHARDS": str(SHARDS),
-        "CONQUIAN_LOG_LEVEL": "WARNING",
-    }
-    argv = [sys.executable, "-m", "services.cli", "serve", "--port", str(port), "--workers", "1"]
-    serve = subprocess.Popen(
-        argv,
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        assert serve.stdout is not None
-        while time.monotonic() < deadline:
-            line = serve.stdout.readline()
-            if not line or "Conquian is running at" in line:
-                break
-        assert serve.poll() is None, "conquian serve did not start"
-        yield Service(f"http://127.0.0.1:{port}", redis_url, namespace)
-    finally:
-        if serve.poll() is None:
-            os.killpg(serve.pid, signal.SIGINT)
-            try:
-                serve.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(serve.pid, signal.SIGKILL)
-                serve.wait()
-        delete_namespace(redis_url, namespace)
+    with serving(redis_url, namespace, shards=SHARDS) as base:
+        yield Service(base, redis_url, namespace)
 
 
 def loadtest(service: Service, tmp_path: Path, *args: str) -> tuple[int, dict[str, Any], str]:

@@ -1,7 +1,7 @@
 """``--via streams`` on a real Redis Cluster: every call on one hash slot, the run whole.
 
 A private three-master cluster (``services.redis_server.cluster``); the engine worker and
-projector run in this process (``services.gateway.testing.Stack``) against it; the tool's run
+projector run in this process (``tests.services.gateway_stack.Stack``) against it; the tool's run
 goes in the same loop, with every call it queues recorded.
 """
 
@@ -15,13 +15,13 @@ import pytest
 from redis.cluster import PIPELINE_BLOCKED_COMMANDS
 from redis.crc import key_slot
 
-from services.gateway.testing import Stack
 from services.loadtest.batcher import Batcher
 from services.loadtest.options import Options
 from services.loadtest.runner import Run
 from services.loadtest.streams import StreamsDriver
 from services.redis_server.cluster import LocalCluster
 from services.settings import load_settings
+from tests.services.gateway_stack import Stack
 
 pytestmark = pytest.mark.redis
 

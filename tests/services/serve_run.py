@@ -1,8 +1,9 @@
-"""A ``conquian serve`` process for the recovery tests: its log lines, its pids, HTTP calls.
+"""A ``conquian serve`` process for the tests: its log lines, its pids, HTTP calls.
 
-:class:`ServeRun` starts ``conquian serve`` in a session of its own, reads its stderr (the JSON
-log lines of the supervisor and of every service, which share it) in a thread, and answers
-which process runs as which service (the supervisor's ``service_started`` lines).
+:func:`serving` runs one on a free port in a key namespace of its own (the browser and load
+tool tests).  :class:`ServeRun` starts ``conquian serve`` in a session of its own, reads its
+stderr (the JSON log lines of the supervisor and of every service, which share it) in a thread,
+and answers which process runs as which service (the supervisor's ``service_started`` lines).
 """
 
 from __future__ import annotations
@@ -10,13 +11,15 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,44 @@ from services.shard_leases import lease_key
 from services.store.keys import KeySpace
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def delete_namespace(redis_url: str, namespace: str) -> None:
+    """Unlink every key under ``namespace`` (a test's own, never another's)."""
+    client = redis.Redis.from_url(redis_url)
+    try:
+        keys = list(client.scan_iter(match=f"{namespace}*", count=1000))
+        for start in range(0, len(keys), 500):
+            client.unlink(*keys[start : start + 500])
+    finally:
+        client.close()
+
+
+@contextmanager
+def serving(redis_url: str, namespace: str, shards: int = 2, workers: int = 1) -> Iterator[str]:
+    """Run ``conquian serve`` (what ``make run`` starts) on ``redis_url`` in ``namespace``, on a
+    free port; yield its base URL once the gateway is ready; stop it and unlink its keys."""
+    env = {
+        **os.environ,
+        "REDIS_URL": redis_url,
+        "CONQUIAN_NAMESPACE": namespace,
+        "CONQUIAN_SHARDS": str(shards),
+        "CONQUIAN_LOG_LEVEL": "WARNING",
+    }
+    try:
+        with ServeRun(env, free_port(), "--workers", str(workers)) as run:
+            run.wait_ready()
+            yield run.base
+    finally:
+        delete_namespace(redis_url, namespace)
 
 
 class ServeRun:

@@ -18,10 +18,10 @@ import redis.asyncio
 from services import cli
 from services.archive.folder import FolderArchive
 from services.archive.mover import Archiver
-from services.gateway.testing import Seat, Stack, refuser, wire_command
 from services.selfplay import SelfplayConfig, record_selfplay
 from services.settings import Settings, load_settings
 from services.store import KeySpace, RedisEventStore
+from tests.services.gateway_stack import Seat, Stack, refuser, wire_command
 
 SHARDS = 4
 TABLES = [f"selfplay-8-{i}" for i in range(3)]

@@ -1041,7 +1041,8 @@ def test_the_fast_texts_are_the_wire_texts(bodies: list[dict[str, Any]]) -> None
             )
             assert spliced.encode() == prev.encode() + b"\n" + canonical(full)
     assert seen >= audit._DICT_TYPES | {"card_turned", "meld_made", "stakes_settled"}
-    assert set(audit._FAST_SHAPES) == audit._TEXT_TYPES | audit._DICT_TYPES
+    assert set(audit._FAST_SHAPES) == audit._TEXT_TYPES | audit._DICT_TYPES | audit._LOBBY_TYPES
+    assert all(audit._FAST_SHAPES[kind][1] is None for kind in audit._LOBBY_TYPES)
 
 
 def test_clean_tables_on_redis_take_the_fast_path(

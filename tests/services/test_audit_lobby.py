@@ -133,3 +133,40 @@ def test_a_rematch_opened_before_both_agreed_is_illegal() -> None:
     opened = {**bodies[second + 1], "command_id": bodies[second - 1]["command_id"]}
     forged = [*bodies[:second], opened]
     assert _failure(forged) == ("audit/illegal_move", second + 1)
+
+
+def test_lobby_tables_on_redis_take_the_fast_path(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    redis_url: str,
+    redis_ns: str,
+) -> None:
+    """Tables holding ``player_left``, ``rematch_*`` and ``bot_failed`` are certified from what
+    Redis holds: none is read again for the full audit."""
+
+    async def record() -> set[str]:
+        client = redis.asyncio.Redis.from_url(redis_url)
+        store = RedisEventStore(client, KeySpace(redis_ns))
+        await play(store)
+        await play(store, "lobby-audit-bot", bot=True)
+        service = TableService(store)
+        failure = wc.ReportBotFailure(
+            table_id="lobby-audit-bot", command_id="c-failed-01", code="bot/no_move", message="x"
+        )
+        assert (await service.execute(failure, 1)).ok
+        kinds = {e.body["type"] for t in (T, "lobby-audit-bot") for e in await store.read(t)}
+        await client.aclose()
+        return kinds
+
+    assert {"player_left", "rematch_agreed", "rematch_opened", "bot_failed"} <= asyncio.run(
+        record()
+    )
+
+    async def no_full_read(*args: object) -> None:
+        raise AssertionError("a clean table was read again for the full audit")
+
+    monkeypatch.setattr("services.audit.store_audit.load_tables", no_full_read)
+    args = ["audit", "--all", "--json", "--redis-url", redis_url, "--namespace", redis_ns]
+    code = cli.main(args)
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["tables"] == 2, data

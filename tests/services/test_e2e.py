@@ -27,11 +27,11 @@ from engine.state import Phase
 from engine.views import seat_view, spectator_view
 from events import commands as wc
 from events.fairness import SHUFFLE_ALGORITHM, deal_context, shuffle
-from services.gateway.testing import Listener, Policy, Seat, Stack, eager, refuser, wire_command
 from services.settings import Settings, load_settings
 from services.store import MemoryEventStore, RedisEventStore
 from services.table import Table
 from services.table_service import TableService
+from tests.services.gateway_stack import Listener, Policy, Seat, Stack, eager, refuser, wire_command
 
 CARD = re.compile(r"\b[A2-7JQK][CDHS]\b")
 SECRET_KEYS = {"stock", "deck", "seed", "waste"}

@@ -24,11 +24,11 @@ from redis.asyncio import Redis
 from events.commands import MAX_COMMAND_BYTES
 from services.gateway import create_app
 from services.gateway.errors import status_of
-from services.gateway.testing import Seat, Stack, refuser, wire_command
 from services.redis_server import LocalRedis
 from services.settings import Settings, load_settings
 from services.store import Head, RedisEventStore
 from services.tokens import hash_token
+from tests.services.gateway_stack import Seat, Stack, refuser, wire_command
 
 SECRET = "gateway-test-secret-0123456789"
 

@@ -16,8 +16,8 @@ from redis.asyncio import Redis
 
 from services.gateway.errors import ApiError
 from services.gateway.rate_limit import Bucket, Buckets, RateLimits, exempt_networks, take_all
-from services.gateway.testing import Listener, Stack, wire_command
 from services.settings import Settings, load_settings
+from tests.services.gateway_stack import Listener, Stack, wire_command
 
 
 class Clock:

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from services.gateway.testing import Listener, Seat, Stack, refuser, wire_command
 from services.settings import Settings, load_settings
+from tests.services.gateway_stack import Listener, Seat, Stack, refuser, wire_command
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from services import cli, lobby
 from services.gateway.auth import SeatAuth
 from services.gateway.rematch import next_table_id
-from services.gateway.testing import Seat, Stack
 from services.settings import Settings, load_settings
+from tests.services.gateway_stack import Seat, Stack
 
 SECRET = "lobby-test-secret-0123456789"
 

@@ -26,10 +26,10 @@ from services.bots_runner import run_bots
 from services.gateway.hub import Hub
 from services.gateway.intake import MAX_POLL
 from services.gateway.live import RECHECK_SECONDS
-from services.gateway.testing import Listener, Stack, refuser
 from services.settings import Settings, load_settings
 from services.store import RedisEventStore
 from services.store.client import connect
+from tests.services.gateway_stack import Listener, Stack, refuser
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from services.gateway.testing import Seat, Stack, refuser, wire_command
 from services.settings import Settings, load_settings
+from tests.services.gateway_stack import Seat, Stack, refuser, wire_command
 
 
 @pytest.fixture
