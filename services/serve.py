@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         url = f"http://{args.host}:{args.port}"
         if _wait_ready(url, stopping, supervisor):
             sys.stdout.write(
-                f"Conquian is running at {url}  (API docs: {url}/docs)\n"
+                f"Conquian is running at {url}  (play there in a browser; API docs: {url}/docs)\n"
                 f"Redis: {redact_url(redis_url)}  (conquian audit/replay --redis-url)\n"
                 "Press Ctrl-C to stop.\n"
             )
