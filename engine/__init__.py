@@ -22,8 +22,8 @@ from engine.actions import (
 )
 from engine.cards import Card, CardMask, format_card, format_cards, mask_of, parse_card, parse_cards
 from engine.errors import EngineError, MoveError, NotationError
-from engine.events import Event
 from engine.game import decide, evolve, fold
+from engine.game_events import Event
 from engine.legal import legal_actions
 from engine.rules import CLASSIC, PRESETS, Forcing, Rules, StakeOnDraw, preset
 from engine.state import Deal, Match, Outcome, Phase, Termination

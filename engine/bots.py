@@ -22,7 +22,7 @@ from typing import Protocol
 
 from engine.actions import Action, Discard, Force, Leave, Refuse, Take, Waive
 from engine.cards import FULL_MASK, Card, CardMask, card, count, iter_cards, rank_of, suit_of
-from engine.events import Decline
+from engine.game_events import Decline
 from engine.legal import legal_actions
 from engine.melds import Meld, can_split, is_meld
 from engine.rules import Rules

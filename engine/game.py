@@ -28,7 +28,7 @@ from engine.actions import (
     Waive,
 )
 from engine.cards import ALL_CARDS, Card, format_card, format_cards, iter_cards
-from engine.events import (
+from engine.game_events import (
     CardDeclined,
     CardDiscarded,
     CardTurned,

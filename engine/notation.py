@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from engine import events as ev
+from engine import game_events as ev
 from engine.actions import Action, Discard, Force, Leave, MeldHand, Refuse, Take, TurnCard, Waive
 from engine.card_notation import (
     NONE,
@@ -28,7 +28,7 @@ from engine.card_notation import (
 )
 from engine.cards import CardMask, format_card, format_cards, parse_card
 from engine.errors import NotationError
-from engine.events import Decline
+from engine.game_events import Decline
 from engine.melds import Meld
 from engine.position_notation import (
     NO_DEAL,

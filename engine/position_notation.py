@@ -30,7 +30,7 @@ from engine.card_notation import (
 )
 from engine.cards import FULL_MASK, Card, CardMask, format_card, format_cards, iter_cards
 from engine.errors import NotationError
-from engine.events import Decline
+from engine.game_events import Decline
 from engine.melds import Meld, is_meld
 from engine.rules import PRESETS, Rules
 from engine.state import Deal, Match, Phase

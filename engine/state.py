@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import TypeVar
 
 from engine.cards import Card, CardMask
-from engine.events import Decline
+from engine.game_events import Decline
 from engine.melds import Meld
 from engine.rules import CLASSIC, Rules
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from engine.cards import CardMask, display_order, format_card
-from engine.events import DealStarted, Event
 from engine.game import evolve
+from engine.game_events import DealStarted, Event
 from engine.legal import legal_actions
 from engine.notation import format_action, format_event, format_hand, table_order
 from engine.rules import Rules

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar, cast
 
 from engine import actions as ea
-from engine import events as ee
+from engine import game_events as ee
 from engine.cards import Card, CardMask, display_order, format_card, mask_of, parse_card
 from engine.codes import Code
 from engine.melds import Meld

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from engine.actions import NewMatch, Play, StartDeal
 from engine.bots import Bot, make_bot
 from engine.cards import ALL_CARDS, Card
-from engine.events import Event
 from engine.game import decide, evolve
+from engine.game_events import Event
 from engine.rules import CLASSIC, Rules
 from engine.state import Match, Outcome
 

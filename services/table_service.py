@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine import actions as ea
-from engine import events as ee
+from engine import game_events as ee
 from engine.bots import BOTS
 from engine.codes import Code, CodedError
 from engine.errors import EngineError

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine import events as ee
+from engine import game_events as ee
 from engine.cards import FULL_MASK, Card, CardMask, iter_cards, parse_card
 from engine.codes import Code, CodedError
 from engine.game import evolve

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine import actions as ea
-from engine import events as ee
+from engine import game_events as ee
 from engine.cards import Card
 from engine.errors import EngineError
 from engine.game import decide, evolve

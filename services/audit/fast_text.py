@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from engine import events as ee
+from engine import game_events as ee
 from engine.cards import ALL_CARDS, Card, format_card
 from events import domain as wd
 from events.fairness import split_deck

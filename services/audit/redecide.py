@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any, NoReturn
 
 from engine import actions as ea
-from engine import events as ee
+from engine import game_events as ee
 from engine.errors import EngineError
 from engine.game import decide, evolve
 from engine.state import Match

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from engine import actions as ea
-from engine import events as ee
+from engine import game_events as ee
 from engine.cards import Card, format_card
 from events import domain as wd
 from events.mapping import to_wire

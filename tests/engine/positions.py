@@ -13,8 +13,8 @@ from dataclasses import replace
 
 from engine.actions import Action, Command, Play
 from engine.cards import ALL_CARDS, CardMask, count, mask_of, parse_cards
-from engine.events import Event
 from engine.game import decide, fold
+from engine.game_events import Event
 from engine.legal import legal_actions
 from engine.melds import Meld
 from engine.notation import (

@@ -14,8 +14,8 @@ from positions import O, P, actions, cards, play, position, run, said
 from engine.actions import Command, NewMatch, Play, Resign, StartDeal, Take
 from engine.cards import ALL_CARDS, cards_of, format_card, parse_card
 from engine.errors import EngineError, IllegalTake
-from engine.events import DealStarted, MatchStarted
 from engine.game import decide, fold
+from engine.game_events import DealStarted, MatchStarted
 from engine.legal import default_take, legal_actions
 from engine.notation import format_action, parse_action
 from engine.state import Match, Outcome, Phase, Termination

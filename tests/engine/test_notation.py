@@ -26,8 +26,8 @@ from engine.actions import (
 )
 from engine.cards import mask_of, parse_card, parse_cards
 from engine.errors import NotationError
-from engine.events import Event, WentOut
 from engine.game import decide, evolve
+from engine.game_events import Event, WentOut
 from engine.legal import legal_actions
 from engine.notation import (
     format_action,

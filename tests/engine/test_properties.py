@@ -36,8 +36,8 @@ from engine.actions import (
 )
 from engine.cards import ALL_CARDS, FULL_MASK, CardMask, cards_of, count
 from engine.errors import EngineError, MoveError, NotYourTurn
-from engine.events import CardDeclined, Event, WentOut
 from engine.game import decide, evolve, fold
+from engine.game_events import CardDeclined, Event, WentOut
 from engine.legal import legal_actions
 from engine.melds import is_meld, melds_for, splits
 from engine.rules import PRESETS, Forcing, Rules

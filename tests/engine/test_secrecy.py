@@ -24,8 +24,8 @@ from engine import secrecy
 from engine.actions import NewMatch, Play, StartDeal
 from engine.bots import make_bot
 from engine.cards import ALL_CARDS, CardMask, format_card
-from engine.events import DealStarted, Event, StakesSettled
 from engine.game import decide, evolve
+from engine.game_events import DealStarted, Event, StakesSettled
 from engine.legal import legal_actions
 from engine.notation import format_action
 from engine.rules import PRESETS

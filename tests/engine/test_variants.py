@@ -19,14 +19,14 @@ from engine.actions import (
 )
 from engine.cards import ALL_CARDS, count, parse_card, parse_cards
 from engine.errors import IllegalTake, MatchOver, MustTake, WrongPhase
-from engine.events import (
+from engine.game import decide
+from engine.game_events import (
     DealStarted,
     Event,
     MatchEnded,
     StakesSettled,
     WentOut,
 )
-from engine.game import decide
 from engine.legal import legal_actions
 from engine.notation import format_card, parse_action
 from engine.rules import CLASSIC, PRESETS, Forcing, Rules, StakeOnDraw, preset

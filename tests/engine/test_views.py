@@ -13,8 +13,8 @@ import pytest
 from engine.actions import NewMatch, Play, Resign, StartDeal
 from engine.cards import ALL_CARDS, CardMask, cards_of, format_card, parse_card
 from engine.errors import WrongPhase
-from engine.events import CardDeclined, CardWasted, DealStarted, Decline, Event
 from engine.game import decide, evolve
+from engine.game_events import CardDeclined, CardWasted, DealStarted, Decline, Event
 from engine.legal import legal_actions
 from engine.notation import format_action, parse_position
 from engine.rules import PRESETS

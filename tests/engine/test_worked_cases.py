@@ -13,8 +13,8 @@ from positions import O, P, actions, cards, play, position, run, said
 from engine.actions import NewMatch, Play, StartDeal
 from engine.cards import FULL_MASK, count, parse_card
 from engine.errors import IllegalTake, MoveError
-from engine.events import DealStarted
 from engine.game import decide
+from engine.game_events import DealStarted
 from engine.legal import legal_actions
 from engine.melds import is_meld
 from engine.notation import format_card, parse_action

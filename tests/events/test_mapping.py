@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from engine import actions as ea
-from engine import events as ee
+from engine import game_events as ee
 from engine.cards import parse_cards
 from engine.game import decide, evolve, fold
 from engine.legal import legal_actions

@@ -23,7 +23,7 @@ import redis
 import redis.asyncio
 
 from engine.cards import ALL_CARDS, format_card
-from engine.events import DealStarted
+from engine.game_events import DealStarted
 from events.chain import GENESIS_HASH, canonical_json, event_hash
 from events.chain import canonical_json as canonical
 from events.envelope import BODY_KEYS

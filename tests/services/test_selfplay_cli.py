@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from engine.bots import make_bot
-from engine.events import DealStarted, MatchStarted, StakesSettled
 from engine.game import fold
+from engine.game_events import DealStarted, MatchStarted, StakesSettled
 from services import cli
 from services.selfplay import (
     PlayedDeal,
