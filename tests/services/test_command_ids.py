@@ -9,33 +9,13 @@ that seat's first answer.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
-import pytest
-
-from services.settings import Settings, load_settings
 from tests.services.gateway_stack import Seat, Stack, refuser, wire_command
 
 SHARED = "shared-cmd-0001"
 
 
-@pytest.fixture
-def settings(redis_url: str, redis_ns: str) -> Settings:
-    return load_settings(
-        redis_url=redis_url,
-        namespace=redis_ns,
-        shards=2,
-        lease_ms=1000,
-        token_secret="command-ids-test-secret-0123",
-        result_wait_ms=5000,
-    )
-
-
-@pytest.fixture
-async def stack(settings: Settings) -> AsyncIterator[Stack]:
-    async with Stack(settings) as running:
-        yield running
 
 
 async def to_act(seats: tuple[Seat, Seat], version: int) -> tuple[Seat, list[str]]:

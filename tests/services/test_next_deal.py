@@ -8,31 +8,9 @@ the deal. A client that does nothing but follow its views plays a whole match.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
-import pytest
-
-from services.settings import Settings, load_settings
 from tests.services.gateway_stack import Seat, Stack, refuser, wire_command
-
-
-@pytest.fixture
-def settings(redis_url: str, redis_ns: str) -> Settings:
-    return load_settings(
-        redis_url=redis_url,
-        namespace=redis_ns,
-        shards=2,
-        lease_ms=1000,
-        token_secret="next-deal-test-secret-012345",
-        result_wait_ms=5000,
-    )
-
-
-@pytest.fixture
-async def stack(settings: Settings) -> AsyncIterator[Stack]:
-    async with Stack(settings) as running:
-        yield running
 
 
 async def views(seats: tuple[Seat, Seat], version: int) -> list[dict[str, Any]]:
