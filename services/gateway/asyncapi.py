@@ -23,6 +23,7 @@ from pydantic import TypeAdapter
 
 from events.commands import MAX_COMMAND_BYTES, Command
 from services.gateway import messages as m
+from services.gateway.generated import write_or_check
 
 VERSION = "1"
 
@@ -271,16 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("path", type=Path, help="where the document goes (docs/asyncapi.json)")
     parser.add_argument("--check", action="store_true", help="exit 1 if the file is stale")
     args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        current = args.path.read_text("utf-8") if args.path.exists() else ""
-        if current != text:
-            sys.stderr.write(f"{args.path} is stale: run python -m services.gateway.asyncapi\n")
-            return 1
-        return 0
-    args.path.write_text(text, "utf-8")
-    return 0
-
+    return write_or_check(args.path, render(), args.check)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from engine.codes import Code
+from services.gateway.generated import write_or_check
 
 BEGIN = "<!-- begin error table: generated from engine/codes.py by `make schema` -->"
 END = "<!-- end error table -->"
@@ -46,16 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("path", type=Path, help="the document holding the table (docs/api.md)")
     parser.add_argument("--check", action="store_true", help="exit 1 if the table is stale")
     args = parser.parse_args(argv)
-    current = args.path.read_text("utf-8")
-    text = rewrite(current)
-    if args.check:
-        if current != text:
-            sys.stderr.write(f"{args.path}: the error table is stale: run make schema\n")
-            return 1
-        return 0
-    args.path.write_text(text, "utf-8")
-    return 0
-
+    return write_or_check(args.path, rewrite(args.path.read_text("utf-8")), args.check)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from services.gateway.generated import write_or_check
+
 FILES = ("commands.json", "events.json", "envelope.json")
 HEADER = (
     "// The Conquian wire contract as TypeScript declarations, for conquian-client.js.\n"
@@ -124,17 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("output", type=Path, help="services/gateway/web/conquian-types.d.ts")
     parser.add_argument("--check", action="store_true", help="only check it is up to date")
     args = parser.parse_args(argv)
-    text = render(args.schema_folder)
-    if args.check:
-        current = args.output.read_text(encoding="utf-8") if args.output.is_file() else None
-        if current != text:
-            print(f"stale {args.output}; run make schema", file=sys.stderr)
-            return 1
-        return 0
-    args.output.write_text(text, encoding="utf-8")
-    print(f"wrote {args.output}")
-    return 0
-
+    return write_or_check(args.output, render(args.schema_folder), args.check)
 
 if __name__ == "__main__":
     sys.exit(main())
