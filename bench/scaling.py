@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from services.redis_server import LocalRedis  # noqa: E402
 from services.redis_server.cluster import LocalCluster  # noqa: E402
+from services.redis_server.local import free_port  # noqa: E402
 from services.store.client import connect  # noqa: E402
 from services.store.keys import KeySpace  # noqa: E402
 
@@ -105,13 +106,6 @@ def redis_topology(kind: str, folder: Path, masters: int) -> Iterator[tuple[str,
         yield cluster.url, [node.pid for node in cluster.nodes if node.pid is not None]
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def start_serve(env: dict[str, str], port: int, workers: int, log: Path) -> subprocess.Popen[str]:

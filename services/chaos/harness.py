@@ -12,7 +12,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from services.chaos.killer import Killer
 from services.chaos.targets import Targets
 from services.loadtest.ledger import Entry, read_ledger
 from services.redis_server import LocalRedis
+from services.redis_server.local import free_port
 from services.settings import load_settings
 from services.store.client import connect
 from services.store.redis_store import RedisEventStore
@@ -64,14 +64,6 @@ class Outcome:
     views_differing: list[str]
     load: dict[str, Any]
     up_at_end: bool
-
-
-def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def run(plan: Plan) -> Outcome:

@@ -22,7 +22,7 @@ import redis
 import structlog
 
 from services.redis_server.errors import RedisLauncherError
-from services.redis_server.local import LocalRedis, _client, _free_port
+from services.redis_server.local import LocalRedis, _client, free_port
 
 log = structlog.get_logger(__name__)
 
@@ -68,7 +68,7 @@ class LocalCluster:
                 "cluster-enabled": "yes",
                 "cluster-config-file": "nodes.conf",
                 "cluster-node-timeout": str(node_timeout_ms),
-                "cluster-port": str(_free_port()),
+                "cluster-port": str(free_port()),
                 # Redis's default, said aloud: while a master without replica is away, the
                 # cluster refuses every command, and the services wait for it to come back
                 "cluster-require-full-coverage": "yes",
@@ -78,7 +78,7 @@ class LocalCluster:
                 LocalRedis(
                     self.data_dir / f"node{index}",
                     binary=binary,
-                    port=_free_port(),
+                    port=free_port(),
                     extra_args=args,
                     startup_timeout=startup_timeout,
                 )

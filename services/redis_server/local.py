@@ -54,7 +54,8 @@ def _client(port: int, timeout: float) -> redis.Redis:
     )
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
@@ -242,7 +243,7 @@ class LocalRedis:
         """Start on the requested port, else on a free one, trying up to five free ports."""
         attempts = 1 if self._requested_port is not None else 5
         for attempt in range(1, attempts + 1):
-            port = self._requested_port or _free_port()
+            port = self._requested_port or free_port()
             if self._spawn(binary, port, last_attempt=attempt == attempts):
                 break
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from services.redis_server.local import _free_port
+from services.redis_server.local import free_port
 
 pytestmark = pytest.mark.redis
 
@@ -33,8 +33,8 @@ NAME = "localhost"
 class Nodes:
     def __init__(self, folder: Path, count: int = 3) -> None:
         self.folder = folder
-        self.ports = [_free_port() for _ in range(count)]
-        self.buses = [_free_port() for _ in range(count)]
+        self.ports = [free_port() for _ in range(count)]
+        self.buses = [free_port() for _ in range(count)]
         self.procs: list[subprocess.Popen[bytes]] = []
         conf = (REDIS / "redis.conf").read_text()
         self.conf = folder / "redis.conf"

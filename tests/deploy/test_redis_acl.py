@@ -18,7 +18,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ import redis
 import yaml
 
 from services.redis_server import LocalRedis
+from services.redis_server.local import free_port
 from services.store.keys import KeySpace
 from services.store.scripts import APPEND_LUA
 from services.turn_clock import clock_command_id
@@ -45,11 +45,6 @@ SHARDS = 4
 pytestmark = pytest.mark.timeout(300)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def render(out: Path, passwords: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -242,7 +237,7 @@ def test_the_acl_file_refuses_a_missing_or_unsafe_password(tmp_path: Path) -> No
 def test_every_service_runs_as_its_own_user_and_needs_nothing_more(
     deployment: Deployment, tmp_path: Path
 ) -> None:
-    port = _free_port()
+    port = free_port()
     gateway = [
         "-m",
         "uvicorn",

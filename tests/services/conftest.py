@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from services.settings import Settings, load_settings
-from tests.services.gateway_stack import Stack
+from tests.services.gateway_stack import TEST_SECRET, Stack
 
 
 @pytest.fixture
@@ -19,7 +19,7 @@ def settings(redis_url: str, redis_ns: str) -> Settings:
         namespace=redis_ns,
         shards=2,
         lease_ms=1000,
-        token_secret="services-test-secret-0123456789",
+        token_secret=TEST_SECRET,
         result_wait_ms=5000,
     )
 

@@ -39,6 +39,10 @@ Policy = Callable[[Sequence[str]], str]
 """Chooses one of a seat's legal actions (engine notation, ``engine.notation``)."""
 
 
+
+TEST_SECRET = "services-test-secret-0123456789"
+"""The token secret of the service tests' default settings (``tests/services/conftest.py``)."""
+
 def eager(legal: Sequence[str]) -> str:
     """Take or meld whenever possible (the most hand cards), else the first action."""
     melds = [a for a in legal if a.startswith(("take", "meld"))]

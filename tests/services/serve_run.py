@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -25,18 +24,13 @@ from typing import Any
 
 import redis
 
+from services.redis_server.local import free_port
 from services.shard_leases import lease_key
 from services.store.keys import KeySpace
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def free_port() -> int:
-    """A TCP port free on loopback now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def delete_namespace(redis_url: str, namespace: str) -> None:

@@ -25,7 +25,7 @@ from events import domain as wd
 from services import cli
 from services.audit import audit_store, audit_table
 from services.bots_runner import BotError, BotsRunner, bot_command, run_bots
-from services.settings import Settings, load_settings
+from services.settings import Settings
 from services.store import MemoryEventStore, RedisEventStore
 from services.table_service import TableService
 from services.views_fold import TableFold
@@ -46,18 +46,6 @@ class CheatingBot:
 
     def choose(self, match: Match, seat: int, rng: random.Random) -> Action:
         return Discard(0)
-
-
-@pytest.fixture
-def settings(redis_url: str, redis_ns: str) -> Settings:
-    return load_settings(
-        redis_url=redis_url,
-        namespace=redis_ns,
-        shards=2,
-        lease_ms=1000,
-        token_secret="bot-failure-test-secret-0123",
-        result_wait_ms=5000,
-    )
 
 
 @pytest.fixture(autouse=True)

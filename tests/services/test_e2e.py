@@ -27,7 +27,7 @@ from engine.state import Phase
 from engine.views import seat_view, spectator_view
 from events import commands as wc
 from events.fairness import SHUFFLE_ALGORITHM, deal_context, shuffle
-from services.settings import Settings, load_settings
+from services.settings import Settings
 from services.store import MemoryEventStore, RedisEventStore
 from services.table import Table
 from services.table_service import TableService
@@ -35,18 +35,6 @@ from tests.services.gateway_stack import Listener, Policy, Seat, Stack, eager, r
 
 CARD = re.compile(r"\b[A2-7JQK][CDHS]\b")
 SECRET_KEYS = {"stock", "deck", "seed", "waste"}
-
-
-@pytest.fixture
-def settings(redis_url: str, redis_ns: str) -> Settings:
-    return load_settings(
-        redis_url=redis_url,
-        namespace=redis_ns,
-        shards=2,
-        lease_ms=1000,
-        token_secret="e2e-secret-0123456789abcdef",
-        result_wait_ms=5000,
-    )
 
 
 # --- choosing the deck -----------------------------------------------------------------------

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import signal
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -28,27 +27,7 @@ from services.redis_server import LocalRedis
 from services.settings import Settings, load_settings
 from services.store import Head, RedisEventStore
 from services.tokens import hash_token
-from tests.services.gateway_stack import Seat, Stack, refuser, wire_command
-
-SECRET = "gateway-test-secret-0123456789"
-
-
-@pytest.fixture
-def settings(redis_url: str, redis_ns: str) -> Settings:
-    return load_settings(
-        redis_url=redis_url,
-        namespace=redis_ns,
-        shards=2,
-        lease_ms=1000,
-        token_secret=SECRET,
-        result_wait_ms=5000,
-    )
-
-
-@pytest.fixture
-async def stack(settings: Settings) -> AsyncIterator[Stack]:
-    async with Stack(settings) as running:
-        yield running
+from tests.services.gateway_stack import TEST_SECRET, Seat, Stack, refuser, wire_command
 
 
 @pytest.fixture
@@ -447,7 +426,7 @@ async def test_reads_during_a_redis_outage_answer_503_with_retry_after(tmp_path:
     server = LocalRedis(tmp_path / "redis", stop_timeout=10)
     server.start()
     settings = load_settings(redis_url=server.url, namespace="outage", shards=2, lease_ms=1000,
-                             token_secret=SECRET)  # fmt: skip
+                             token_secret=TEST_SECRET)  # fmt: skip
     try:
         async with Stack(settings) as stack:
             created = await stack.http.post("/tables", json={"deals": 1})
@@ -510,7 +489,7 @@ async def test_a_gateway_started_while_redis_is_away_waits_for_it(tmp_path: Path
     server = LocalRedis(tmp_path / "redis", stop_timeout=10)
     server.start()
     settings = load_settings(redis_url=server.url, namespace="late", shards=2,
-                             token_secret=SECRET)  # fmt: skip
+                             token_secret=TEST_SECRET)  # fmt: skip
     try:
         assert server.pid is not None
         os.kill(server.pid, signal.SIGKILL)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -15,28 +14,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from services import cli, lobby
 from services.gateway.auth import SeatAuth
 from services.gateway.rematch import next_table_id
-from services.settings import Settings, load_settings
-from tests.services.gateway_stack import Seat, Stack
-
-SECRET = "lobby-test-secret-0123456789"
-
-
-@pytest.fixture
-def settings(redis_url: str, redis_ns: str) -> Settings:
-    return load_settings(
-        redis_url=redis_url,
-        namespace=redis_ns,
-        shards=2,
-        lease_ms=1000,
-        token_secret=SECRET,
-        result_wait_ms=5000,
-    )
-
-
-@pytest.fixture
-async def stack(settings: Settings) -> AsyncIterator[Stack]:
-    async with Stack(settings) as running:
-        yield running
+from tests.services.gateway_stack import TEST_SECRET, Seat, Stack
 
 
 async def listed(stack: Stack, **params: Any) -> dict[str, Any]:
@@ -378,7 +356,7 @@ async def test_no_rematch_before_the_end_nor_as_a_command(stack: Stack) -> None:
 
 async def test_a_rematch_table_taken_by_someone_else_is_a_conflict(stack: Stack) -> None:
     ana, bo = await finished(stack, "rm-3", deals=1)
-    auth = SeatAuth(None, stack.settings.keys, SECRET.encode())  # type: ignore[arg-type]
+    auth = SeatAuth(None, stack.settings.keys, TEST_SECRET.encode())  # type: ignore[arg-type]
     squatted = next_table_id(SimpleNamespace(auth=auth), "rm-3")  # type: ignore[arg-type]
     await stack.create(table_id=squatted, deals=5)
     await rematch(stack, ana)

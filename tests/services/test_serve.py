@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,14 +12,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from services.redis_server.local import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def http(method: str, url: str, body: dict[str, Any] | None = None) -> dict[str, Any]:

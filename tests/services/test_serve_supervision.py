@@ -19,24 +19,19 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from services.redis_server.local import free_port
 from services.store.keys import KeySpace
 from tests.services.serve_run import Creates, ServeRun, until, worker_shards, zombie
 
 pytestmark = pytest.mark.timeout(300)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def test_serve_restarts_its_redis_and_dead_services_and_loses_nothing(tmp_path: Path) -> None:
