@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from engine import game_events as ev
 from engine.actions import Action, Discard, Force, Leave, MeldHand, Refuse, Take, TurnCard, Waive
 from engine.card_notation import (
     NONE,
@@ -28,7 +27,25 @@ from engine.card_notation import (
 )
 from engine.cards import CardMask, format_card, format_cards, parse_card
 from engine.errors import NotationError
-from engine.game_events import Decline
+from engine.game_events import (
+    CardDeclined,
+    CardDiscarded,
+    CardTurned,
+    CardWasted,
+    DealStarted,
+    Decline,
+    Event,
+    ForceDemanded,
+    ForceWaived,
+    GameDrawn,
+    HandMelded,
+    MatchEnded,
+    MatchStarted,
+    MeldMade,
+    Resigned,
+    StakesSettled,
+    WentOut,
+)
 from engine.melds import Meld
 from engine.position_notation import (
     NO_DEAL,
@@ -126,43 +143,43 @@ def _parse_take(verb: str, words: list[str]) -> Take | MeldHand:
 # --- events ----------------------------------------------------------------------------------
 
 
-def format_event(event: ev.Event) -> str:
+def format_event(event: Event) -> str:
     """Format a domain event as one transcript line, e.g. ``0 takes 6S with 5S => 2S3S4S5S6S``.
 
     Seats are written as numbers; ``DealStarted`` shows the whole deck (``engine.views``
     redacts it for players and spectators).
     """
     match event:
-        case ev.MatchStarted(rules, first, deals, target):
+        case MatchStarted(rules, first, deals, target):
             head = f"match: rules {_format_rules(rules)}, deals {_opt(deals)}"
             return f"{head}, target {_opt(target)}, first dealer {first}"
-        case ev.DealStarted(number, dealer, stake, deck):
+        case DealStarted(number, dealer, stake, deck):
             return f"deal {number}: dealer {dealer}, stake {stake}, deck {format_cards(deck)}"
-        case ev.CardTurned(seat, card):
+        case CardTurned(seat, card):
             return f"{seat} turns {format_card(card)}"
-        case ev.CardDeclined(seat, card, how, forceable):
+        case CardDeclined(seat, card, how, forceable):
             verb = "refuses" if how is Decline.REFUSED else "leaves"
             return f"{seat} {verb} {format_card(card)}" + (", forceable" if forceable else "")
-        case ev.ForceDemanded(seat) | ev.ForceWaived(seat):
-            return f"{seat} {'forces' if isinstance(event, ev.ForceDemanded) else 'waives'}"
-        case ev.CardWasted(card):
+        case ForceDemanded(seat) | ForceWaived(seat):
+            return f"{seat} {'forces' if isinstance(event, ForceDemanded) else 'waives'}"
+        case CardWasted(card):
             return f"{format_card(card)} goes to the waste"
-        case ev.MeldMade(seat, card, hand, table):
+        case MeldMade(seat, card, hand, table):
             used = f" with {format_hand(hand)}" if hand else ""
             return f"{seat} takes {format_card(card)}{used} => {format_table(table)}"
-        case ev.HandMelded(seat, hand, table):
+        case HandMelded(seat, hand, table):
             return f"{seat} melds {format_hand(hand)} => {format_table(table)}"
-        case ev.CardDiscarded(seat, card):
+        case CardDiscarded(seat, card):
             return f"{seat} discards {format_card(card)}"
-        case ev.WentOut(seat):
+        case WentOut(seat):
             return f"{seat} goes out"
-        case ev.GameDrawn():
+        case GameDrawn():
             return "the deal is drawn"
-        case ev.Resigned(seat):
+        case Resigned(seat):
             return f"{seat} resigns"
-        case ev.StakesSettled(winner, amount, (a, b), next_stake):
+        case StakesSettled(winner, amount, (a, b), next_stake):
             who = "no winner" if winner is None else f"{winner} wins {amount}"
             return f"{who}: score {a}:{b}, next stake {next_stake}"
-        case ev.MatchEnded(winner, (a, b)):
+        case MatchEnded(winner, (a, b)):
             return f"match over: {'tie' if winner is None else f'{winner} wins'} {a}:{b}"
     raise NotationError(f"not an event: {event!r}", text=repr(event))

@@ -3,7 +3,7 @@
 The orders it writes cards and tables in, and how a deal's deck is split into a public
 ``deal_started`` and secret ``hand_dealt`` events: ``docs/events.md`` ("Module notes").
 
->>> to_wire(ee.CardTurned(1, 26))
+>>> to_wire(game_events.CardTurned(1, 26))
 [CardTurned(type='card_turned', v=1, seat=1, card='7H')]
 >>> table_to_wire(table_from_wire((("JH", "6H", "7H"), ("KC", "KD", "KH"))))
 (('6H', '7H', 'JH'), ('KC', 'KD', 'KH'))
@@ -15,16 +15,15 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar, cast
 
-from engine import actions as ea
-from engine import game_events as ee
+from engine import actions, game_events
 from engine.cards import Card, CardMask, display_order, format_card, mask_of, parse_card
 from engine.codes import Code
+from engine.game_events import Decline
 from engine.melds import Meld
 from engine.notation import parse_action
 from engine.rules import Rules
 from engine.views import NEXT_DEAL
-from events import commands as wc
-from events import domain as wd
+from events import commands, domain
 from events.fairness import (
     SHUFFLE_ALGORITHM,
     deal_context,
@@ -57,10 +56,10 @@ __all__ = [
 DeckOf = Callable[[int], Sequence[Card]]
 """Returns the deck of a deal by its number (1-based), top of the deal first."""
 
-WireTable = tuple[tuple[str, ...], ...]
+WireMelds = tuple[tuple[str, ...], ...]
 
-_CODE = re.compile(wd.CODE_PATTERN)
-_Event = TypeVar("_Event", bound=wd.EventModel)
+_CODE = re.compile(domain.CODE_PATTERN)
+_WireEvent = TypeVar("_WireEvent", bound=domain.EventModel)
 
 
 # --- cards, melds, tables and rules --------------------------------------------------------------
@@ -76,7 +75,7 @@ def cards_from_wire(cards: Iterable[str]) -> CardMask:
     return mask_of(parse_card(c) for c in cards)
 
 
-def table_to_wire(table: Iterable[Meld]) -> WireTable:
+def table_to_wire(table: Iterable[Meld]) -> WireMelds:
     """Return a table as melds of card text, each in rank order, melds ordered by their cards."""
     melds = [cards_to_wire(m) for m in table]
     return tuple(sorted(melds, key=lambda meld: [_rank_suit(c) for c in meld]))
@@ -92,12 +91,12 @@ def table_from_wire(table: Iterable[Iterable[str]]) -> tuple[Meld, ...]:
     return tuple(sorted(cards_from_wire(meld) for meld in table))
 
 
-def rules_to_wire(rules: Rules) -> wd.RuleSet:
+def rules_to_wire(rules: Rules) -> domain.RuleSet:
     """Return the complete wire rule set of an engine rule set."""
-    return wd.RuleSet.model_validate(rules.as_dict())
+    return domain.RuleSet.model_validate(rules.as_dict())
 
 
-def rules_from_wire(rules: wd.RuleSet) -> Rules:
+def rules_from_wire(rules: domain.RuleSet) -> Rules:
     """Return the engine rule set of a wire rule set (checked by ``Rules.from_dict``)."""
     return Rules.from_dict(rules.model_dump())
 
@@ -105,7 +104,7 @@ def rules_from_wire(rules: wd.RuleSet) -> Rules:
 # --- engine events to the wire -------------------------------------------------------------------
 
 
-def _made(model: type[_Event], **fields: Any) -> _Event:
+def _made(model: type[_WireEvent], **fields: Any) -> _WireEvent:
     """Return a wire event of fields mapped from engine values, without validating them again.
 
     Engine values are valid by construction and the mapping writes them in canonical form
@@ -114,16 +113,16 @@ def _made(model: type[_Event], **fields: Any) -> _Event:
     two are quicker validated than constructed.  A test checks that every event mapped from
     random games equals its validated form (``model_validate`` of its own dump).
     """
-    return cast(_Event, model.model_construct(**fields))
+    return cast(_WireEvent, model.model_construct(**fields))
 
 
 def to_wire(
-    event: ee.Event,
+    event: game_events.Event,
     *,
     commitment: str | None = None,
     algorithm: str = SHUFFLE_ALGORITHM,
     turn_seconds: int | None = None,
-) -> list[wd.TableEvent]:
+) -> list[domain.TableEvent]:
     """Return the wire events of one engine event, in order.
 
     ``DealStarted`` needs ``commitment`` (the hex SHA-256 of the deal's seed) and becomes
@@ -132,38 +131,43 @@ def to_wire(
     ``turn_seconds``.  Raises ValueError when a ``DealStarted`` comes without a commitment.
     """
     match event:
-        case ee.MatchStarted():
+        case game_events.MatchStarted():
             return [_table_created(event, turn_seconds)]
-        case ee.DealStarted():
+        case game_events.DealStarted():
             if commitment is None:
                 raise ValueError(f"deal {event.number}: a deal_started needs the commitment")
             return _deal_started(event, commitment, algorithm)
-        case ee.CardDeclined(seat=seat, card=card, how=how, forceable=forceable):
-            kind: type[wd.CardRefused | wd.CardLeft]
-            kind = wd.CardRefused if how is ee.Decline.REFUSED else wd.CardLeft
+        case game_events.CardDeclined(seat=seat, card=card, how=how, forceable=forceable):
+            kind: type[domain.CardRefused | domain.CardLeft]
+            kind = domain.CardRefused if how is Decline.REFUSED else domain.CardLeft
             return [kind(seat=seat, card=format_card(card), forceable=forceable)]
-        case ee.MeldMade(seat=seat, card=card, hand=hand, table=table):
+        case game_events.MeldMade(seat=seat, card=card, hand=hand, table=table):
             return [
                 _made(
-                    wd.MeldMade,
+                    domain.MeldMade,
                     seat=seat,
                     card=format_card(card),
                     hand=cards_to_wire(hand),
                     table=table_to_wire(table),
                 )
             ]
-        case ee.HandMelded(seat=seat, hand=hand, table=table):
+        case game_events.HandMelded(seat=seat, hand=hand, table=table):
             return [
                 _made(
-                    wd.HandMelded, seat=seat, hand=cards_to_wire(hand), table=table_to_wire(table)
+                    domain.HandMelded,
+                    seat=seat,
+                    hand=cards_to_wire(hand),
+                    table=table_to_wire(table),
                 )
             ]
         case _:
             return [_simple_to_wire(event)]
 
 
-def _table_created(event: ee.MatchStarted, turn_seconds: int | None) -> wd.TableCreated:
-    return wd.TableCreated(
+def _table_created(
+    event: game_events.MatchStarted, turn_seconds: int | None
+) -> domain.TableCreated:
+    return domain.TableCreated(
         rules=rules_to_wire(event.rules),
         deals=event.deals,
         target_score=event.target_score,
@@ -172,50 +176,58 @@ def _table_created(event: ee.MatchStarted, turn_seconds: int | None) -> wd.Table
     )
 
 
-def _deal_started(event: ee.DealStarted, commit: str, algorithm: str) -> list[wd.TableEvent]:
+def _deal_started(
+    event: game_events.DealStarted, commit: str, algorithm: str
+) -> list[domain.TableEvent]:
     non_dealer, dealer, _stock = split_deck(event.deck)
     hands = {1 - event.dealer: non_dealer, event.dealer: dealer}
-    started = wd.DealStarted(
+    started = domain.DealStarted(
         number=event.number,
         dealer=event.dealer,
         stake=event.stake,
         commitment=commit,
         algorithm=algorithm,
     )
-    dealt = [_made(wd.HandDealt, seat=s, cards=cards_to_wire(mask_of(hands[s]))) for s in (0, 1)]
+    dealt = [
+        _made(domain.HandDealt, seat=s, cards=cards_to_wire(mask_of(hands[s]))) for s in (0, 1)
+    ]
     return [started, dealt[0], dealt[1]]
 
 
-def _simple_to_wire(event: ee.Event) -> wd.TableEvent:
+def _simple_to_wire(event: game_events.Event) -> domain.TableEvent:
     """Map the engine events whose fields carry over one to one (cards as text)."""
     match event:
-        case ee.CardTurned(seat=seat, card=card):
-            return wd.CardTurned(seat=seat, card=format_card(card))
-        case ee.ForceDemanded(seat=seat):
-            return wd.ForceDemanded(seat=seat)
-        case ee.ForceWaived(seat=seat):
-            return wd.ForceWaived(seat=seat)
-        case ee.CardWasted(card=card):
-            return wd.CardWasted(card=format_card(card))
-        case ee.CardDiscarded(seat=seat, card=card):
-            return wd.CardDiscarded(seat=seat, card=format_card(card))
-        case ee.WentOut(seat=seat):
-            return wd.WentOut(seat=seat)
-        case ee.GameDrawn():
-            return wd.GameDrawn()
-        case ee.Resigned(seat=seat):
-            return wd.Resigned(seat=seat)
-        case ee.StakesSettled(winner=winner, amount=amount, scores=scores, next_stake=stake):
-            return wd.StakesSettled(winner=winner, amount=amount, scores=scores, next_stake=stake)
-        case ee.MatchEnded(winner=winner, scores=scores):
-            return wd.MatchEnded(winner=winner, scores=scores)
+        case game_events.CardTurned(seat=seat, card=card):
+            return domain.CardTurned(seat=seat, card=format_card(card))
+        case game_events.ForceDemanded(seat=seat):
+            return domain.ForceDemanded(seat=seat)
+        case game_events.ForceWaived(seat=seat):
+            return domain.ForceWaived(seat=seat)
+        case game_events.CardWasted(card=card):
+            return domain.CardWasted(card=format_card(card))
+        case game_events.CardDiscarded(seat=seat, card=card):
+            return domain.CardDiscarded(seat=seat, card=format_card(card))
+        case game_events.WentOut(seat=seat):
+            return domain.WentOut(seat=seat)
+        case game_events.GameDrawn():
+            return domain.GameDrawn()
+        case game_events.Resigned(seat=seat):
+            return domain.Resigned(seat=seat)
+        case game_events.StakesSettled(
+            winner=winner, amount=amount, scores=scores, next_stake=stake
+        ):
+            return domain.StakesSettled(
+                winner=winner, amount=amount, scores=scores, next_stake=stake
+            )
+        case game_events.MatchEnded(winner=winner, scores=scores):
+            return domain.MatchEnded(winner=winner, scores=scores)
     raise TypeError(f"not an engine event with a one-to-one wire form: {event!r}")
 
 
 # --- wire events to the engine -------------------------------------------------------------------
 
 
-def to_engine(event: wd.EventModel, deck_of: DeckOf | None = None) -> list[ee.Event]:
+def to_engine(event: domain.EventModel, deck_of: DeckOf | None = None) -> list[game_events.Event]:
     """Return the engine events of one wire event: one, or none for wire-only events.
 
     ``hand_dealt``, ``player_joined``, ``player_left``, ``rematch_agreed``, ``rematch_opened``,
@@ -224,61 +236,63 @@ def to_engine(event: wd.EventModel, deck_of: DeckOf | None = None) -> list[ee.Ev
     ``deck_of(number)``; raises ValueError when ``deck_of`` is None.
     """
     match event:
-        case wd.TableCreated():
+        case domain.TableCreated():
             rules = rules_from_wire(event.rules)
-            return [ee.MatchStarted(rules, event.first_dealer, event.deals, event.target_score)]
-        case wd.DealStarted(number=number, dealer=dealer, stake=stake):
+            return [
+                game_events.MatchStarted(rules, event.first_dealer, event.deals, event.target_score)
+            ]
+        case domain.DealStarted(number=number, dealer=dealer, stake=stake):
             if deck_of is None:
                 raise ValueError(f"deal {number}: rebuilding deal_started needs deck_of")
-            return [ee.DealStarted(number, dealer, stake, tuple(deck_of(number)))]
-        case wd.CardRefused(seat=seat, card=card, forceable=forceable):
-            return [ee.CardDeclined(seat, parse_card(card), ee.Decline.REFUSED, forceable)]
-        case wd.CardLeft(seat=seat, card=card, forceable=forceable):
-            return [ee.CardDeclined(seat, parse_card(card), ee.Decline.LEFT, forceable)]
-        case wd.MeldMade(seat=seat, card=card, hand=hand, table=table):
-            made = ee.MeldMade(
+            return [game_events.DealStarted(number, dealer, stake, tuple(deck_of(number)))]
+        case domain.CardRefused(seat=seat, card=card, forceable=forceable):
+            return [game_events.CardDeclined(seat, parse_card(card), Decline.REFUSED, forceable)]
+        case domain.CardLeft(seat=seat, card=card, forceable=forceable):
+            return [game_events.CardDeclined(seat, parse_card(card), Decline.LEFT, forceable)]
+        case domain.MeldMade(seat=seat, card=card, hand=hand, table=table):
+            made = game_events.MeldMade(
                 seat, parse_card(card), cards_from_wire(hand), table_from_wire(table)
             )
             return [made]
-        case wd.HandMelded(seat=seat, hand=hand, table=table):
-            return [ee.HandMelded(seat, cards_from_wire(hand), table_from_wire(table))]
+        case domain.HandMelded(seat=seat, hand=hand, table=table):
+            return [game_events.HandMelded(seat, cards_from_wire(hand), table_from_wire(table))]
         case (
-            wd.HandDealt()
-            | wd.PlayerJoined()
-            | wd.DealRevealed()
-            | wd.BotFailed()
-            | wd.CommandRejected()
+            domain.HandDealt()
+            | domain.PlayerJoined()
+            | domain.DealRevealed()
+            | domain.BotFailed()
+            | domain.CommandRejected()
         ):
             return []
-        case wd.PlayerLeft() | wd.RematchAgreed() | wd.RematchOpened():
+        case domain.PlayerLeft() | domain.RematchAgreed() | domain.RematchOpened():
             return []
         case _:
             return [_simple_to_engine(event)]
 
 
-def _simple_to_engine(event: wd.EventModel) -> ee.Event:
+def _simple_to_engine(event: domain.EventModel) -> game_events.Event:
     """Map back the wire events whose fields carry over one to one."""
     match event:
-        case wd.CardTurned(seat=seat, card=card):
-            return ee.CardTurned(seat, parse_card(card))
-        case wd.ForceDemanded(seat=seat):
-            return ee.ForceDemanded(seat)
-        case wd.ForceWaived(seat=seat):
-            return ee.ForceWaived(seat)
-        case wd.CardWasted(card=card):
-            return ee.CardWasted(parse_card(card))
-        case wd.CardDiscarded(seat=seat, card=card):
-            return ee.CardDiscarded(seat, parse_card(card))
-        case wd.WentOut(seat=seat):
-            return ee.WentOut(seat)
-        case wd.GameDrawn():
-            return ee.GameDrawn()
-        case wd.Resigned(seat=seat):
-            return ee.Resigned(seat)
-        case wd.StakesSettled(winner=winner, amount=amount, scores=scores, next_stake=stake):
-            return ee.StakesSettled(winner, amount, scores, stake)
-        case wd.MatchEnded(winner=winner, scores=scores):
-            return ee.MatchEnded(winner, scores)
+        case domain.CardTurned(seat=seat, card=card):
+            return game_events.CardTurned(seat, parse_card(card))
+        case domain.ForceDemanded(seat=seat):
+            return game_events.ForceDemanded(seat)
+        case domain.ForceWaived(seat=seat):
+            return game_events.ForceWaived(seat)
+        case domain.CardWasted(card=card):
+            return game_events.CardWasted(parse_card(card))
+        case domain.CardDiscarded(seat=seat, card=card):
+            return game_events.CardDiscarded(seat, parse_card(card))
+        case domain.WentOut(seat=seat):
+            return game_events.WentOut(seat)
+        case domain.GameDrawn():
+            return game_events.GameDrawn()
+        case domain.Resigned(seat=seat):
+            return game_events.Resigned(seat)
+        case domain.StakesSettled(winner=winner, amount=amount, scores=scores, next_stake=stake):
+            return game_events.StakesSettled(winner, amount, scores, stake)
+        case domain.MatchEnded(winner=winner, scores=scores):
+            return game_events.MatchEnded(winner, scores)
     raise TypeError(f"not a wire event with a one-to-one engine form: {event!r}")
 
 
@@ -286,12 +300,12 @@ def _simple_to_engine(event: wd.EventModel) -> ee.Event:
 
 
 def to_engine_command(
-    command: wc.CommandModel,
+    command: commands.CommandModel,
     seat: int | None,
     *,
     deck: Sequence[Card] | None = None,
     first_dealer: int = 0,
-) -> ea.Command | None:
+) -> actions.Command | None:
     """Return the engine command of a wire command sent by ``seat`` (from the seat token).
 
     ``create_table`` becomes ``NewMatch`` with ``first_dealer`` (the service draws it);
@@ -300,47 +314,49 @@ def to_engine_command(
     and give None.  Raises ValueError when a play or ``resign`` comes without a seat, or
     ``next_deal`` without a deck.
     """
-    if isinstance(command, wc.CreateTable):
+    if isinstance(command, commands.CreateTable):
         rules = command.to_rules()
-        return ea.NewMatch(rules, first_dealer, command.deals, command.target_score)
-    if isinstance(command, wc.Join | wc.LeaveTable | wc.Rematch | wc.ReportBotFailure):
+        return actions.NewMatch(rules, first_dealer, command.deals, command.target_score)
+    if isinstance(
+        command, commands.Join | commands.LeaveTable | commands.Rematch | commands.ReportBotFailure
+    ):
         return None
-    if isinstance(command, wc.NextDeal):
+    if isinstance(command, commands.NextDeal):
         if deck is None:
             raise ValueError("next_deal needs the shuffled deck")
-        return ea.StartDeal(tuple(deck))
+        return actions.StartDeal(tuple(deck))
     if seat is None:
         raise ValueError(f"a {type(command).__name__} command needs the sender's seat")
-    if isinstance(command, wc.Resign):
-        return ea.Resign(seat)
-    return ea.Play(seat, _action(command))
+    if isinstance(command, commands.Resign):
+        return actions.Resign(seat)
+    return actions.Play(seat, _action(command))
 
 
-def _action(command: wc.CommandModel) -> ea.Action:
+def _action(command: commands.CommandModel) -> actions.Action:
     match command:
-        case wc.Turn():
-            return ea.TurnCard()
-        case wc.Take(hand=hand, table=table):
+        case commands.Turn():
+            return actions.TurnCard()
+        case commands.Take(hand=hand, table=table):
             wire_table = None if table is None else table_from_wire(table)
-            return ea.Take(cards_from_wire(hand), wire_table)
-        case wc.Refuse():
-            return ea.Refuse()
-        case wc.Leave():
-            return ea.Leave()
-        case wc.Force():
-            return ea.Force()
-        case wc.Waive():
-            return ea.Waive()
-        case wc.Discard(card=card):
-            return ea.Discard(parse_card(card))
-        case wc.MeldHand(hand=hand, table=table):
-            return ea.MeldHand(cards_from_wire(hand), table_from_wire(table))
+            return actions.Take(cards_from_wire(hand), wire_table)
+        case commands.Refuse():
+            return actions.Refuse()
+        case commands.Leave():
+            return actions.Leave()
+        case commands.Force():
+            return actions.Force()
+        case commands.Waive():
+            return actions.Waive()
+        case commands.Discard(card=card):
+            return actions.Discard(parse_card(card))
+        case commands.MeldHand(hand=hand, table=table):
+            return actions.MeldHand(cards_from_wire(hand), table_from_wire(table))
     raise TypeError(f"not a play command: {command!r}")
 
 
 def to_wire_command(
-    action: ea.Action, table_id: str, command_id: str, expected_version: int | None = None
-) -> wc.Command:
+    action: actions.Action, table_id: str, command_id: str, expected_version: int | None = None
+) -> commands.Command:
     """Return the wire command of an engine action (what a bot or a client library sends)."""
     common: dict[str, object] = {
         "table_id": table_id,
@@ -348,25 +364,25 @@ def to_wire_command(
         "expected_version": expected_version,
     }
     match action:
-        case ea.TurnCard():
-            return wc.Turn.model_validate(common)
-        case ea.Take(hand=hand, table=table):
+        case actions.TurnCard():
+            return commands.Turn.model_validate(common)
+        case actions.Take(hand=hand, table=table):
             wire_table = None if table is None else table_to_wire(table)
-            return wc.Take.model_validate(
+            return commands.Take.model_validate(
                 {**common, "hand": cards_to_wire(hand), "table": wire_table}
             )
-        case ea.Refuse():
-            return wc.Refuse.model_validate(common)
-        case ea.Leave():
-            return wc.Leave.model_validate(common)
-        case ea.Force():
-            return wc.Force.model_validate(common)
-        case ea.Waive():
-            return wc.Waive.model_validate(common)
-        case ea.Discard(card=card):
-            return wc.Discard.model_validate({**common, "card": format_card(card)})
-        case ea.MeldHand(hand=hand, table=table):
-            return wc.MeldHand.model_validate(
+        case actions.Refuse():
+            return commands.Refuse.model_validate(common)
+        case actions.Leave():
+            return commands.Leave.model_validate(common)
+        case actions.Force():
+            return commands.Force.model_validate(common)
+        case actions.Waive():
+            return commands.Waive.model_validate(common)
+        case actions.Discard(card=card):
+            return commands.Discard.model_validate({**common, "card": format_card(card)})
+        case actions.MeldHand(hand=hand, table=table):
+            return commands.MeldHand.model_validate(
                 {**common, "hand": cards_to_wire(hand), "table": table_to_wire(table)}
             )
     raise TypeError(f"not an engine action: {action!r}")
@@ -374,14 +390,14 @@ def to_wire_command(
 
 def legal_to_wire(
     text: str, table_id: str, command_id: str, expected_version: int | None = None
-) -> wc.Command:
+) -> commands.Command:
     """Return the wire command of one of a view's ``legal_actions``: ``next_deal``
     (``engine.views.NEXT_DEAL``) or an action in engine notation (``docs/notation.md``).
 
     Raises ``engine.errors.NotationError`` for a text that is neither.
     """
     if text == NEXT_DEAL:
-        return wc.NextDeal(
+        return commands.NextDeal(
             table_id=table_id, command_id=command_id, expected_version=expected_version
         )
     return to_wire_command(parse_action(text), table_id, command_id, expected_version)
@@ -390,29 +406,31 @@ def legal_to_wire(
 # --- fairness and rejections ---------------------------------------------------------------------
 
 
-def reveal(number: int, seed: bytes, algorithm: str = SHUFFLE_ALGORITHM) -> wd.DealRevealed:
+def reveal(number: int, seed: bytes, algorithm: str = SHUFFLE_ALGORITHM) -> domain.DealRevealed:
     """Return the ``deal_revealed`` event of deal ``number`` shuffled from ``seed``."""
-    return wd.DealRevealed(number=number, seed=seed_hex(seed), algorithm=algorithm)
+    return domain.DealRevealed(number=number, seed=seed_hex(seed), algorithm=algorithm)
 
 
-def revealed_deck(table_id: str, event: wd.DealRevealed) -> tuple[Card, ...]:
+def revealed_deck(table_id: str, event: domain.DealRevealed) -> tuple[Card, ...]:
     """Return the deck a revealed seed determines (docs/fairness.md), top of the deal first."""
     return shuffle(parse_seed(event.seed), event.algorithm, deal_context(table_id, event.number))
 
 
-def revealed_decks(table_id: str, events: Iterable[wd.EventModel]) -> dict[int, tuple[Card, ...]]:
+def revealed_decks(
+    table_id: str, events: Iterable[domain.EventModel]
+) -> dict[int, tuple[Card, ...]]:
     """Return the deck of every revealed deal by number, each checked against its commitment.
 
     An auditor passes ``revealed_decks(...).__getitem__`` as ``deck_of`` to ``to_engine``.
     Raises ValueError when a seed does not match the commitment of its deal or its algorithm
     differs, or when a deal is revealed without having started.
     """
-    started: dict[int, wd.DealStarted] = {}
+    started: dict[int, domain.DealStarted] = {}
     decks: dict[int, tuple[Card, ...]] = {}
     for event in events:
-        if isinstance(event, wd.DealStarted):
+        if isinstance(event, domain.DealStarted):
             started[event.number] = event
-        elif isinstance(event, wd.DealRevealed):
+        elif isinstance(event, domain.DealRevealed):
             deal = started.get(event.number)
             if deal is None:
                 raise ValueError(f"deal {event.number} is revealed but never started")
@@ -423,7 +441,7 @@ def revealed_decks(table_id: str, events: Iterable[wd.EventModel]) -> dict[int, 
     return decks
 
 
-def rejection(command_id: str | None, error: Exception) -> wd.CommandRejected:
+def rejection(command_id: str | None, error: Exception) -> domain.CommandRejected:
     """Return the ``command_rejected`` event of an error with a stable ``code`` attribute.
 
     Engine, contract, fairness and store errors all have one; any other error is reported as
@@ -434,4 +452,4 @@ def rejection(command_id: str | None, error: Exception) -> wd.CommandRejected:
         code = Code.COMMAND_FAILED.value
     text = str(error)
     message = text if len(text) <= 500 else text[:497] + "..."
-    return wd.CommandRejected(command_id=command_id, code=code, message=message)
+    return domain.CommandRejected(command_id=command_id, code=code, message=message)

@@ -42,7 +42,7 @@ from engine.views import (
     visible_event,
     with_seat,
 )
-from events import domain as wd
+from events import domain
 from events.fairness import commitment, deal_context, seed_hex, shuffle
 from events.mapping import reveal, to_wire
 
@@ -78,7 +78,7 @@ class Step:
 
     match: Match
     event: Event
-    wire: list[wd.TableEvent]
+    wire: list[domain.TableEvent]
     seed: str | None  # the seed of the deal in play, not yet revealed
 
 
@@ -163,13 +163,13 @@ def check_wire_events(step: Step, viewer: Viewer) -> None:
     for event in step.wire:
         owner = event_owner(event.TYPE, getattr(event, "seat", None))
         shown = sees(viewer, owner)
-        assert shown == (not isinstance(event, wd.HandDealt) or event.seat == viewer)
+        assert shown == (not isinstance(event, domain.HandDealt) or event.seat == viewer)
         if not shown:
             continue
         text = event.model_dump_json()
         leaked = cards_named(text) & hidden_from(step.match, viewer, waste=False)
         assert not leaked, f"{viewer} is sent {leaked:#x} in {text}"
-        if step.seed is not None and not isinstance(event, wd.DealRevealed):
+        if step.seed is not None and not isinstance(event, domain.DealRevealed):
             assert step.seed not in text
 
 
@@ -181,9 +181,9 @@ def check_hashes(steps: list[Step]) -> None:
     for step in steps:
         for event in step.wire:
             version += 1
-            if isinstance(event, wd.DealStarted):
+            if isinstance(event, domain.DealStarted):
                 started = version
-            elif isinstance(event, wd.DealRevealed):
+            elif isinstance(event, domain.DealRevealed):
                 started = None
             in_play = started is not None and version > started
             assert hashes_shown(version, started) is not in_play

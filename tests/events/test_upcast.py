@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from engine.game import fold
-from events import domain as wd
 from events.base import ContractError, InvalidContent, MalformedJson, UnknownType, UnknownVersion
 from events.chain import verify_chain
+from events.domain import EVENT_TYPES, DealRevealed, StakesSettled
 from events.envelope import Envelope
 from events.mapping import cards_to_wire, revealed_deck, revealed_decks, to_engine
 from events.upcast import UPCASTERS, parse_event, upcast, upcaster
@@ -52,7 +52,7 @@ def test_reading_the_v1_log_upcasts_every_event_to_the_current_version() -> None
             line["time"],
         )
     assert verify_chain(envelopes) is None
-    settled = [e.payload for e in envelopes if isinstance(e.payload, wd.StakesSettled)]
+    settled = [e.payload for e in envelopes if isinstance(e.payload, StakesSettled)]
     assert [s.scores for s in settled] == [(0, 1), (0, 2)]
     olds = [line for line in log if line["type"] == "stakes_settled"]
     assert [(o["scores"]["0"], o["scores"]["1"]) for o in olds] == [s.scores for s in settled]
@@ -64,7 +64,7 @@ def test_the_dropped_v1_deck_is_the_one_the_revealed_seed_determines() -> None:
         if line["type"] != "deal_revealed":
             continue
         e = Envelope.from_body(line)
-        assert isinstance(e.payload, wd.DealRevealed)
+        assert isinstance(e.payload, DealRevealed)
         assert "deck" not in e.payload.model_dump()
         deck = revealed_deck(TABLE, e.payload)
         assert [cards_to_wire(1 << c)[0] for c in deck] == line["deck"]
@@ -101,7 +101,7 @@ def test_the_v1_log_rebuilds_the_match() -> None:
 
 
 def test_every_version_step_has_an_upcaster_and_none_is_stray() -> None:
-    steps = {(cls.TYPE, v) for cls in wd.EVENT_TYPES.values() for v in range(1, cls.VERSION)}
+    steps = {(cls.TYPE, v) for cls in EVENT_TYPES.values() for v in range(1, cls.VERSION)}
     assert set(UPCASTERS) == steps
 
 
@@ -150,7 +150,7 @@ def test_bad_events_raise_a_contract_error_with_a_stable_code(
 
 def test_a_current_model_refuses_an_old_version_directly() -> None:
     with pytest.raises(ValueError):
-        wd.StakesSettled.model_validate(
+        StakesSettled.model_validate(
             {"type": "stakes_settled", "v": 1, "winner": 0, "amount": 1, "scores": [1, 0],
              "next_stake": 1}
         )  # fmt: skip
