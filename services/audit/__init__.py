@@ -12,7 +12,7 @@ from services.audit.cli import add_parser, run
 from services.audit.cli import add_store_arguments as add_store_arguments
 from services.audit.cli import store_keys as store_keys
 from services.audit.decode import _decode as _decode
-from services.audit.decode import _Event as _Event
+from services.audit.decode import _Decoded as _Decoded
 from services.audit.fast_audit import audit_packed as audit_packed
 from services.audit.fast_payloads import _joined_seat as _joined_seat
 from services.audit.fast_payloads import _reveal_text as _reveal_text

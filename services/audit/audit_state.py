@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from engine.cards import Card
-from services.audit.decode import _Event
+from services.audit.decode import _Decoded
 from services.audit.results import Failure, StoredLike, TableReport, _Failed
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ class _AuditState:
         self.table_id = table_id
         self.stored = stored
         self.head = head
-        self.events: list[_Event] = []
+        self.events: list[_Decoded] = []
         self.deal_events: list[int] = []
         self.joins: list[int] = []
         self.decks: dict[int, tuple[Card, ...]] = {}
@@ -45,5 +45,5 @@ class _AuditState:
     def fail(self, version: int, kind: str | None, code: str, reason: str) -> _Failed:
         return _Failed(Failure(self.table_id, version, kind, code, reason))
 
-    def fail_at(self, event: _Event, code: str, reason: str) -> _Failed:
+    def fail_at(self, event: _Decoded, code: str, reason: str) -> _Failed:
         return self.fail(event.version, event.type, code, reason)

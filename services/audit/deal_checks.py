@@ -6,7 +6,7 @@ from __future__ import annotations
 from engine.cards import ALL_CARDS, Card
 from events.fairness import FairnessError, deal_context, parse_seed, shuffle, split_deck, verify
 from services.audit.audit_state import _AuditState
-from services.audit.decode import _Event
+from services.audit.decode import _Decoded
 from services.audit.plain_checks import _CARD_OF
 from services.audit.results import (
     COMMITMENT_MISMATCH,
@@ -26,9 +26,9 @@ class _DealChecks(_AuditState):
 
     def check_deals(self) -> None:
         started: dict[int, int] = {}
-        dealt: dict[int, list[_Event]] = {}
-        settled: dict[int, _Event] = {}
-        revealed: dict[int, _Event] = {}
+        dealt: dict[int, list[_Decoded]] = {}
+        settled: dict[int, _Decoded] = {}
+        revealed: dict[int, _Decoded] = {}
         current = 0
         events = self.events
         for i in self.deal_events:
@@ -67,7 +67,7 @@ class _DealChecks(_AuditState):
                 self.running = number
                 self.decks[number] = self._recorded_deck(i, hands)
 
-    def _check_reveal(self, start: _Event | None, reveal: _Event) -> None:
+    def _check_reveal(self, start: _Decoded | None, reveal: _Decoded) -> None:
         number = reveal.payload["number"]
         if start is None:
             raise self.fail_at(
@@ -96,7 +96,7 @@ class _DealChecks(_AuditState):
         except FairnessError as error:
             raise self.fail_at(reveal, COMMITMENT_MISMATCH, str(error)) from None
 
-    def _check_hands(self, start: _Event, hands: list[_Event], deck: tuple[Card, ...]) -> None:
+    def _check_hands(self, start: _Decoded, hands: list[_Decoded], deck: tuple[Card, ...]) -> None:
         dealer = start.payload["dealer"]
         non_dealer, dealer_cards, _ = split_deck(deck)
         expected = {1 - dealer: _wire_cards(non_dealer), dealer: _wire_cards(dealer_cards)}
@@ -114,7 +114,7 @@ class _DealChecks(_AuditState):
                     f"{start.payload['number']} deals {missing}",
                 )
 
-    def _recorded_deck(self, start: int, hands: list[_Event]) -> tuple[Card, ...]:
+    def _recorded_deck(self, start: int, hands: list[_Decoded]) -> tuple[Card, ...]:
         """The deck of a running deal as far as its events show it: the dealt hands, then the
         turned cards in order, then the cards nobody has seen (in card order)."""
         events = self.events

@@ -1,4 +1,4 @@
-"""Step 2 of the audit: a stored body decoded into an ``_Event``, by the plain checks where
+"""Step 2 of the audit: a stored body decoded into a ``_Decoded``, by the plain checks where
 they are enough, else by ``events.upcast.parse_event``."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from events import domain as wd
 from events.base import ContractError
+from events.domain import CommandRejected, TableCreated
 from events.envelope import BODY_KEYS
 from events.mapping import rules_from_wire
 from events.upcast import parse_event
@@ -17,7 +17,7 @@ from services.audit.results import UNDECODABLE, Failure, StoredLike, _Failed
 
 
 @dataclass(slots=True)
-class _Event:
+class _Decoded:
     """A decoded event: version, hash, type, its payload fields, how many, and command id.
 
     ``payload`` is the stored body itself when it passed the plain checks (``canonical``: its
@@ -32,7 +32,7 @@ class _Event:
     size: int
     command_id: str
     canonical: bool
-    model: wd.TableCreated | None = None
+    model: TableCreated | None = None
 
     def same(self, want: Mapping[str, Any]) -> bool:
         """Say whether the payload is exactly ``want`` (a wire dict without envelope keys)."""
@@ -52,7 +52,7 @@ def _payload(mapping: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in mapping.items() if k not in BODY_KEYS}
 
 
-def _decode(table_id: str, stored: StoredLike, checked_id: str = "") -> _Event:
+def _decode(table_id: str, stored: StoredLike, checked_id: str = "") -> _Decoded:
     """Step 2 for one event: check the envelope fields and the payload (``checked_id`` is a
     command id already found valid: events of one command come one after the other)."""
     body = stored.body
@@ -79,22 +79,26 @@ def _decode(table_id: str, stored: StoredLike, checked_id: str = "") -> _Event:
             and v == shape.version
             and shape.check(body)
         ):
-            return _Event(version, stored.hash, str(kind), body, len(shape.keys), command_id, True)
+            return _Decoded(
+                version, stored.hash, str(kind), body, len(shape.keys), command_id, True
+            )
     try:
         model = parse_event(_payload(body))
     except ContractError as error:
         raise _undecodable(table_id, version, kind, f"{error.code}: {error}") from None
-    if isinstance(model, wd.CommandRejected):
+    if isinstance(model, CommandRejected):
         raise _undecodable(table_id, version, kind, "a command_rejected is never stored")
-    if isinstance(model, wd.TableCreated):
+    if isinstance(model, TableCreated):
         try:
             rules_from_wire(model.rules)
         except ValueError as error:
             reason = f"the engine refuses the rules: {error}"
             raise _undecodable(table_id, version, kind, reason) from None
     payload = model.model_dump(mode="json")
-    kept = model if isinstance(model, wd.TableCreated) else None
-    return _Event(version, stored.hash, model.type, payload, len(payload), command_id, False, kept)
+    kept = model if isinstance(model, TableCreated) else None
+    return _Decoded(
+        version, stored.hash, model.type, payload, len(payload), command_id, False, kept
+    )
 
 
 def _undecodable(table_id: str, version: int, kind: object, reason: str) -> _Failed:

@@ -10,12 +10,12 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from engine import actions as ea
+from engine.actions import NewMatch
 from engine.cards import ALL_CARDS, Card
 from events.chain import GENESIS_HASH
 from events.fairness import deal_context, parse_seed, shuffle, verify
 from services.audit.deal_checks import _DEAL_TYPES
-from services.audit.decode import _decode, _Event
+from services.audit.decode import _decode, _Decoded
 from services.audit.fast_payloads import (
     _CREATED,
     _canonical_text,
@@ -78,9 +78,9 @@ class _FastAudit(_FastRedecide):
         self.rows = rows
         self.starts: list[int] = []  # the first row of each command
         self.deal_rows: list[int] = []  # deal_started, hand_dealt, stakes_settled, deal_revealed
-        self.created: dict[int, tuple[dict[str, Any], ea.NewMatch]] = {}  # payload, command
+        self.created: dict[int, tuple[dict[str, Any], NewMatch]] = {}  # payload, command
         self.seats: dict[int, tuple[int, str | None]] = {}  # seat and bot of each player_joined
-        self.lobby: dict[int, _Event] = {}  # each event of the lobby, decoded
+        self.lobby: dict[int, _Decoded] = {}  # each event of the lobby, decoded
         self.payloads: dict[int, dict[str, Any]] = {}  # of deal_started: checked, not compared
         self.decks: dict[int, tuple[Card, ...]] = {}
         self.reveals: dict[int, int] = {}  # the row of each deal's deal_revealed
@@ -224,7 +224,7 @@ class _FastAudit(_FastRedecide):
 
     def decode_created(
         self, n: int, row: list[str], prev: str
-    ) -> tuple[dict[str, Any], ea.NewMatch, list[str]] | None:
+    ) -> tuple[dict[str, Any], NewMatch, list[str]] | None:
         """``_created`` of the ``table_created`` at version ``n``, its body rebuilt from the row."""
         body = self.body_of(n, row)
         return _created(self.table_id, row[5], _Stored(n, body, body_hash(prev, body)), row[2])

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from engine import actions as ea
+from engine.actions import NewMatch
 from events.chain import canonical_json
 from events.envelope import BODY_KEYS
 from events.mapping import rules_from_wire
@@ -32,7 +32,7 @@ class _Stored:
         self.hash = digest
 
 
-_CREATED: dict[str, tuple[dict[str, Any], ea.NewMatch, list[str]]] = {}
+_CREATED: dict[str, tuple[dict[str, Any], NewMatch, list[str]]] = {}
 """``_created`` by ``table_created`` payload text."""
 
 _PAYLOAD_KEYS = {kind: shape.keys - {"type", "v"} for kind, shape in _SHAPES.items()}
@@ -84,7 +84,7 @@ def _canonical_text(text: str) -> bool:
 
 def _created(
     table_id: str, text: str, stored: _Stored, command_id: str
-) -> tuple[dict[str, Any], ea.NewMatch, list[str]] | None:
+) -> tuple[dict[str, Any], NewMatch, list[str]] | None:
     """What a ``table_created``'s payload text gives, remembered by the text (it depends on
     nothing else, and most tables share their rules): the payload as the full audit decodes
     it (``_decode``), its command, and its fields written as canonical JSON (``"key":value``,
@@ -103,7 +103,7 @@ def _created(
     if ",".join(items) != text or not fields.keys().isdisjoint(BODY_KEYS | {"type", "v"}):
         return None
     rules = rules_from_wire(model.rules)
-    command = ea.NewMatch(rules, model.first_dealer, model.deals, model.target_score)
+    command = NewMatch(rules, model.first_dealer, model.deals, model.target_score)
     known = (dict(event.payload), command, items)
     if len(_CREATED) >= 256:
         _CREATED.clear()

@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from engine import actions as ea
-from engine import game_events as ee
+from engine.actions import Action, Command, Discard, NewMatch, Play, Resign, StartDeal
 from engine.cards import Card
 from engine.errors import EngineError
 from engine.game import decide, evolve
+from engine.game_events import DealStarted, MatchEnded, StakesSettled
 from engine.state import Deal, Match
-from services.audit.decode import _Event
+from services.audit.decode import _Decoded
 from services.audit.fast_payloads import _json_decode
 from services.audit.fast_text import _LOBBY_TYPES, _TEXT_OF, _deal_texts
 from services.audit.plain_checks import _CARD_OF
@@ -20,15 +20,15 @@ from services.audit.results import Failure, _Failed
 from services.audit.seat_checks import Seating, _SeatChecks
 from services.audit.wire import _FORCE, _LEAVE, _REFUSE, _TURN, _WAIVE, _action_of, _fast_wire
 
-_ACTIONS: dict[str, ea.Action] = {
+_ACTIONS: dict[str, Action] = {
     "card_turned": _TURN,
     "card_refused": _REFUSE,
     "card_left": _LEAVE,
     "force_demanded": _FORCE,
     "force_waived": _WAIVE,
 }
-_PLAYS: dict[str, tuple[ea.Play, ea.Play]] = {
-    kind: (ea.Play(0, action), ea.Play(1, action)) for kind, action in _ACTIONS.items()
+_PLAYS: dict[str, tuple[Play, Play]] = {
+    kind: (Play(0, action), Play(1, action)) for kind, action in _ACTIONS.items()
 }
 """The command of a move without fields, by its first event's type and the seat to act."""
 _SEAT_TEXT = {'"seat":0': 0, '"seat":1': 1}
@@ -41,9 +41,9 @@ class _FastRedecide(_SeatChecks):
     table_id: str
     rows: list[list[str]]
     starts: list[int]
-    created: dict[int, tuple[dict[str, Any], ea.NewMatch]]
+    created: dict[int, tuple[dict[str, Any], NewMatch]]
     seats: dict[int, tuple[int, str | None]]
-    lobby: dict[int, _Event]
+    lobby: dict[int, _Decoded]
     payloads: dict[int, dict[str, Any]]
     decks: dict[int, tuple[Card, ...]]
     reveals: dict[int, int]
@@ -73,7 +73,7 @@ class _FastRedecide(_SeatChecks):
                 seat = deal.to_act
                 if not seated[seat]:
                     return None
-                command: ea.Command = by_kind[seat]
+                command: Command = by_kind[seat]
             else:
                 if kind == "player_joined" or kind == "table_created":
                     joined = self.seat_players(lo, hi, seating, match is not None)
@@ -104,7 +104,7 @@ class _FastRedecide(_SeatChecks):
                     if text(engine_event) != (row[0], row[5]):
                         return None
                     at += 1
-                    if k is ee.StakesSettled:
+                    if k is StakesSettled:
                         reveal = reveals.get(deal.number if deal is not None else 0)
                         if reveal is not None:  # the service appends the deal's reveal here
                             if at >= size or rows[group[at]][5] != rows[reveal][5]:
@@ -112,9 +112,9 @@ class _FastRedecide(_SeatChecks):
                             if rows[group[at]][0] != "deal_revealed":
                                 return None
                             at += 1
-                    elif k is ee.MatchEnded:
+                    elif k is MatchEnded:
                         status = "over"
-                elif isinstance(engine_event, ee.DealStarted):
+                elif isinstance(engine_event, DealStarted):
                     status = "playing"
                     payload = self.payloads[group[0]]
                     for want in _deal_texts(engine_event, payload):
@@ -134,7 +134,7 @@ class _FastRedecide(_SeatChecks):
                 return None
         return status
 
-    def fail_at(self, event: _Event, code: str, reason: str) -> _Failed:
+    def fail_at(self, event: _Decoded, code: str, reason: str) -> _Failed:
         """How ``_SeatChecks`` fails (the fast path then gives up: the full audit names it)."""
         return _Failed(Failure(self.table_id, event.version, event.type, code, reason))
 
@@ -176,23 +176,23 @@ class _FastRedecide(_SeatChecks):
 
     def command_of(
         self, i: int, kind: str, text: str, deal: Deal | None, seated: list[bool]
-    ) -> ea.Command | None:
+    ) -> Command | None:
         """``_Audit._command_of``, the seat of a move being the seat to act."""
         if kind == "table_created":
             return self.created[i][1]
         if kind == "deal_started":
-            return ea.StartDeal(self.decks[self.payloads[i]["number"]])
+            return StartDeal(self.decks[self.payloads[i]["number"]])
         if kind == "resigned":
             seat = _SEAT_TEXT.get(text)
-            return ea.Resign(seat) if seat is not None and seated[seat] else None
+            return Resign(seat) if seat is not None and seated[seat] else None
         action = _ACTIONS.get(kind)
         if action is None:
             if kind == "card_discarded":  # '"card":"XX","seat":N'
-                action = ea.Discard(_CARD_OF[text[8:10]])
+                action = Discard(_CARD_OF[text[8:10]])
             elif kind == "meld_made" or kind == "hand_melded":
                 action = _action_of(kind, _json_decode("{" + text + "}"))
             if action is None:
                 return None
         if deal is None or not seated[deal.to_act]:
             return None
-        return ea.Play(deal.to_act, action)
+        return Play(deal.to_act, action)

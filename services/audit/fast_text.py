@@ -7,9 +7,25 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from engine import game_events as ee
 from engine.cards import ALL_CARDS, Card, format_card
-from events import domain as wd
+from engine.game_events import (
+    CardDeclined,
+    CardDiscarded,
+    CardTurned,
+    CardWasted,
+    DealStarted,
+    Decline,
+    ForceDemanded,
+    ForceWaived,
+    GameDrawn,
+    HandMelded,
+    MatchEnded,
+    MeldMade,
+    Resigned,
+    StakesSettled,
+    WentOut,
+)
+from events.domain import TABLE_EVENT_TYPES
 from events.fairness import split_deck
 
 _BuildHashed = Callable[[str, str, str, str, str, int, str], str]
@@ -123,40 +139,40 @@ def _winner_text(winner: int | None) -> str:
     return "null" if winner is None else f"{winner:d}"
 
 
-_DECLINED = {ee.Decline.REFUSED: "card_refused", ee.Decline.LEFT: "card_left"}
+_DECLINED = {Decline.REFUSED: "card_refused", Decline.LEFT: "card_left"}
 _BOOL = {True: "true", False: "false"}
 
 _TEXT_OF: dict[type, Callable[[Any], tuple[str, str]]] = {
-    ee.CardTurned: lambda e: ("card_turned", f'"card":{_CARD_JSON[e.card]},"seat":{e.seat}'),
-    ee.CardDeclined: lambda e: (
+    CardTurned: lambda e: ("card_turned", f'"card":{_CARD_JSON[e.card]},"seat":{e.seat}'),
+    CardDeclined: lambda e: (
         _DECLINED[e.how],
         f'"card":{_CARD_JSON[e.card]},"forceable":{_BOOL[e.forceable]},"seat":{e.seat}',
     ),
-    ee.CardWasted: lambda e: ("card_wasted", f'"card":{_CARD_JSON[e.card]}'),
-    ee.MeldMade: lambda e: (
+    CardWasted: lambda e: ("card_wasted", f'"card":{_CARD_JSON[e.card]}'),
+    MeldMade: lambda e: (
         "meld_made",
         f'"card":{_CARD_JSON[e.card]},"hand":{_cards_text(e.hand)},"seat":{e.seat},'
         f'"table":{_table_text(e.table)}',
     ),
-    ee.HandMelded: lambda e: (
+    HandMelded: lambda e: (
         "hand_melded",
         f'"hand":{_cards_text(e.hand)},"seat":{e.seat},"table":{_table_text(e.table)}',
     ),
-    ee.CardDiscarded: lambda e: (
+    CardDiscarded: lambda e: (
         "card_discarded",
         f'"card":{_CARD_JSON[e.card]},"seat":{e.seat}',
     ),
-    ee.ForceDemanded: lambda e: ("force_demanded", f'"seat":{e.seat}'),
-    ee.ForceWaived: lambda e: ("force_waived", f'"seat":{e.seat}'),
-    ee.WentOut: lambda e: ("went_out", f'"seat":{e.seat}'),
-    ee.Resigned: lambda e: ("resigned", f'"seat":{e.seat}'),
-    ee.GameDrawn: lambda e: ("game_drawn", ""),
-    ee.StakesSettled: lambda e: (
+    ForceDemanded: lambda e: ("force_demanded", f'"seat":{e.seat}'),
+    ForceWaived: lambda e: ("force_waived", f'"seat":{e.seat}'),
+    WentOut: lambda e: ("went_out", f'"seat":{e.seat}'),
+    Resigned: lambda e: ("resigned", f'"seat":{e.seat}'),
+    GameDrawn: lambda e: ("game_drawn", ""),
+    StakesSettled: lambda e: (
         "stakes_settled",
         f'"amount":{e.amount},"next_stake":{e.next_stake},'
         f'"scores":[{e.scores[0]},{e.scores[1]}],"winner":{_winner_text(e.winner)}',
     ),
-    ee.MatchEnded: lambda e: (
+    MatchEnded: lambda e: (
         "match_ended",
         f'"scores":[{e.scores[0]},{e.scores[1]}],"winner":{_winner_text(e.winner)}',
     ),
@@ -198,7 +214,7 @@ and hashes them as the full audit does, and checks them with the full audit's co
 
 _FAST_SHAPES: dict[str, tuple[str, _BuildHashed | None]] = {}
 for _kind in sorted(_TEXT_TYPES | _DICT_TYPES | _LOBBY_TYPES):
-    _cls = wd.TABLE_EVENT_TYPES[_kind]
+    _cls = TABLE_EVENT_TYPES[_kind]
     _slow = _kind == "table_created" or _kind in _LOBBY_TYPES
     _build = None if _slow else _builder(_kind, _cls.VERSION, _cls.model_fields)
     if _build is not None or _slow:
@@ -207,7 +223,7 @@ for _kind in sorted(_TEXT_TYPES | _DICT_TYPES | _LOBBY_TYPES):
 lobby's types, its ``_builder``."""
 
 
-def _deal_texts(engine_event: ee.DealStarted, payload: Mapping[str, Any]) -> list[tuple[str, str]]:
+def _deal_texts(engine_event: DealStarted, payload: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The wire types and payload texts of a deal's start (``to_wire``, as ``_TEXT_OF``), with
     the recorded commitment and algorithm (checked: plain hex and name)."""
     non_dealer, dealer, _ = split_deck(engine_event.deck)

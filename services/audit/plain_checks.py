@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.cards import ALL_CARDS, Card, format_card
-from events import domain as wd
+from events.domain import TABLE_EVENT_TYPES
 
 _CARD_KEY: dict[str, int] = {format_card(c): (c % 10) * 4 + c // 10 for c in ALL_CARDS}
 """Each canonical card text and its place in rank-then-suit order (how events sort cards)."""
@@ -157,7 +157,7 @@ class _Shape:
 
 _SHAPES: dict[str, _Shape] = {}
 for _kind, _check in _FAST_CHECKS.items():
-    _cls = wd.TABLE_EVENT_TYPES[_kind]
+    _cls = TABLE_EVENT_TYPES[_kind]
     _keys = frozenset(_cls.model_fields)
     _bare = _keys | frozenset(_ENVELOPE)
     _SHAPES[_kind] = _Shape(_keys, _bare, _bare | {"causation"}, _cls.VERSION, _check)

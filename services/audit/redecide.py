@@ -6,14 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
-from engine import actions as ea
-from engine import game_events as ee
+from engine.actions import Action, Command, NewMatch, Play, Resign, StartDeal
 from engine.errors import EngineError
 from engine.game import decide, evolve
+from engine.game_events import DealStarted, Event, MatchEnded, MatchStarted, StakesSettled
 from engine.state import Match
 from events.mapping import rules_from_wire, to_wire
 from services.audit.audit_state import _AuditState
-from services.audit.decode import _Event, _payload
+from services.audit.decode import _Decoded, _payload
 from services.audit.results import EVENT_MISMATCH, ILLEGAL_MOVE, TURNED_CARD_MISMATCH
 from services.audit.seat_checks import LOBBY_TYPES, Seating, _SeatChecks
 from services.audit.wire import _action_of, _compact, _dump, _wire_of, same_event
@@ -61,13 +61,15 @@ class _Redecide(_SeatChecks, _AuditState):
                 match = self._redecide_group(match, group, seated)
             start = end
 
-    def _seat_players(self, group: list[_Event], seating: Seating, created: bool) -> list[_Event]:
+    def _seat_players(
+        self, group: list[_Decoded], seating: Seating, created: bool
+    ) -> list[_Decoded]:
         """Seat the players a command's ``player_joined`` events name; return the other events.
 
         A join's events begin with its one ``player_joined``; a ``create_table`` seats its bots
         right after ``table_created``.
         """
-        rest: list[_Event] = []
+        rest: list[_Decoded] = []
         opens = group[0].type == "table_created"
         for i, event in enumerate(group):
             if event.type != "player_joined":
@@ -89,7 +91,7 @@ class _Redecide(_SeatChecks, _AuditState):
         return rest
 
     def _redecide_group(
-        self, match: Match | None, group: list[_Event], seated: list[bool]
+        self, match: Match | None, group: list[_Decoded], seated: list[bool]
     ) -> Match | None:
         first = group[0]
         command = self._command_of(first, seated)
@@ -102,8 +104,8 @@ class _Redecide(_SeatChecks, _AuditState):
         size = len(group)
         for engine_event in decided:
             kind = type(engine_event)
-            if kind is ee.DealStarted or kind is ee.MatchStarted:
-                self.status = "playing" if kind is ee.DealStarted else "open"
+            if kind is DealStarted or kind is MatchStarted:
+                self.status = "playing" if kind is DealStarted else "open"
                 for want in self._wire(engine_event, first):
                     if at >= size:
                         self._short(group, want)
@@ -117,14 +119,14 @@ class _Redecide(_SeatChecks, _AuditState):
                 if not same_event(got, engine_event):
                     self._mismatch(got, _dump(to_wire(engine_event))[0])
                 at += 1
-                if kind is ee.StakesSettled and number in self.reveals:
+                if kind is StakesSettled and number in self.reveals:
                     want = _payload(self.reveals[number])
                     if at >= size:
                         self._short(group, want)
                     if not group[at].same(want):
                         self._mismatch(group[at], want)
                     at += 1
-                elif kind is ee.MatchEnded:
+                elif kind is MatchEnded:
                     self.status = "over"
             match = evolve(match, engine_event)
         if at < size:
@@ -133,14 +135,14 @@ class _Redecide(_SeatChecks, _AuditState):
             )
         return match
 
-    def _short(self, group: list[_Event], want: Mapping[str, Any]) -> NoReturn:
+    def _short(self, group: list[_Decoded], want: Mapping[str, Any]) -> NoReturn:
         raise self.fail_at(
             group[-1],
             EVENT_MISMATCH,
             f"the command's events end here, but the engine goes on with {_compact(want)}",
         )
 
-    def _mismatch(self, got: _Event, want: Mapping[str, Any]) -> NoReturn:
+    def _mismatch(self, got: _Decoded, want: Mapping[str, Any]) -> NoReturn:
         if got.type == "card_turned" and want["type"] == "card_turned":
             raise self.fail_at(
                 got,
@@ -154,18 +156,18 @@ class _Redecide(_SeatChecks, _AuditState):
             f"the engine gives {_compact(want)}, the table says {_compact(_payload(got.payload))}",
         )
 
-    def _command_of(self, first: _Event, seated: list[bool]) -> ea.Command:
+    def _command_of(self, first: _Decoded, seated: list[bool]) -> Command:
         payload = first.payload
         kind = first.type
         if kind == "table_created":
             created = first.model
             assert created is not None  # kept by _decode
             rules = rules_from_wire(created.rules)
-            return ea.NewMatch(rules, created.first_dealer, created.deals, created.target_score)
+            return NewMatch(rules, created.first_dealer, created.deals, created.target_score)
         if kind == "deal_started":
-            return ea.StartDeal(self.decks[payload["number"]])
+            return StartDeal(self.decks[payload["number"]])
         if kind == "resigned":
-            action: ea.Action | None = None
+            action: Action | None = None
         else:
             action = _action_of(kind, payload)
             if action is None:
@@ -173,9 +175,9 @@ class _Redecide(_SeatChecks, _AuditState):
         seat = payload["seat"]
         if not seated[seat]:
             raise self.fail_at(first, ILLEGAL_MOVE, f"seat {seat} acts but nobody sits there")
-        return ea.Resign(seat) if action is None else ea.Play(seat, action)
+        return Resign(seat) if action is None else Play(seat, action)
 
-    def _wire(self, engine_event: ee.Event, first: _Event) -> list[dict[str, Any]]:
+    def _wire(self, engine_event: Event, first: _Decoded) -> list[dict[str, Any]]:
         """The wire events of ``DealStarted`` (with the recorded commitment) and
         ``MatchStarted`` (with the recorded turn clock)."""
         return _wire_of(engine_event, first.payload)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine.state import Match
-from services.audit.decode import _Event
+from services.audit.decode import _Decoded
 from services.audit.results import EVENT_MISMATCH, ILLEGAL_MOVE, _Failed
 
 LOBBY_TYPES = frozenset({"player_left", "rematch_agreed", "rematch_opened"})
@@ -28,9 +28,9 @@ class Seating:
 class _SeatChecks:
     """Mixed into the audit: checks a lobby command's events (``fail_at`` is the audit's)."""
 
-    fail_at: Callable[[_Event, str, str], _Failed]  # the audit's (``_AuditState.fail_at``)
+    fail_at: Callable[[_Decoded, str, str], _Failed]  # the audit's (``_AuditState.fail_at``)
 
-    def check_lobby(self, group: list[_Event], match: Match | None, seating: Seating) -> None:
+    def check_lobby(self, group: list[_Decoded], match: Match | None, seating: Seating) -> None:
         """Check the events of a ``leave_table`` or ``rematch`` command; raise on the first
         that the service would not have written."""
         first = group[0]
@@ -39,7 +39,9 @@ class _SeatChecks:
         else:
             self._rematch(group, match, seating)
 
-    def check_bot_failed(self, group: list[_Event], match: Match | None, seating: Seating) -> None:
+    def check_bot_failed(
+        self, group: list[_Decoded], match: Match | None, seating: Seating
+    ) -> None:
         """Check a ``bot_failed`` command: one event, on a created table, naming the bot that
         sits on its seat.  It is no move, so nothing is re-decided."""
         event = group[0]
@@ -51,7 +53,7 @@ class _SeatChecks:
         if seating.bots.get(seat) != bot:
             raise self.fail_at(event, EVENT_MISMATCH, f"seat {seat} holds no {bot} bot")
 
-    def _left(self, group: list[_Event], match: Match | None, seating: Seating) -> None:
+    def _left(self, group: list[_Decoded], match: Match | None, seating: Seating) -> None:
         first = group[0]
         if len(group) > 1:
             raise self.fail_at(group[1], EVENT_MISMATCH, "a leave gives one player_left")
@@ -63,7 +65,7 @@ class _SeatChecks:
         seating.seated[seat] = False
         seating.bots.pop(seat, None)
 
-    def _rematch(self, group: list[_Event], match: Match | None, seating: Seating) -> None:
+    def _rematch(self, group: list[_Decoded], match: Match | None, seating: Seating) -> None:
         if match is None or not match.over:
             raise self.fail_at(group[0], ILLEGAL_MOVE, "a rematch comes only after the match")
         for i, event in enumerate(group):

@@ -8,12 +8,30 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from engine import actions as ea
-from engine import game_events as ee
+from engine.actions import Action, Discard, Force, Leave, MeldHand, Refuse, Take, TurnCard, Waive
 from engine.cards import Card, format_card
-from events import domain as wd
+from engine.game_events import (
+    CardDeclined,
+    CardDiscarded,
+    CardTurned,
+    CardWasted,
+    DealStarted,
+    Decline,
+    Event,
+    ForceDemanded,
+    ForceWaived,
+    GameDrawn,
+    HandMelded,
+    MatchEnded,
+    MatchStarted,
+    MeldMade,
+    Resigned,
+    StakesSettled,
+    WentOut,
+)
+from events.domain import EventModel
 from events.mapping import to_wire
-from services.audit.decode import _Event
+from services.audit.decode import _Decoded
 from services.audit.plain_checks import _CARD_OF
 
 
@@ -33,14 +51,14 @@ def _melds(table: Iterable[Iterable[str]]) -> tuple[int, ...]:
     return tuple(sorted(_mask(meld) for meld in table))
 
 
-_TURN = ea.TurnCard()
-_REFUSE = ea.Refuse()
-_LEAVE = ea.Leave()
-_FORCE = ea.Force()
-_WAIVE = ea.Waive()
+_TURN = TurnCard()
+_REFUSE = Refuse()
+_LEAVE = Leave()
+_FORCE = Force()
+_WAIVE = Waive()
 
 
-def _action_of(kind: str, payload: Mapping[str, Any]) -> ea.Action | None:
+def _action_of(kind: str, payload: Mapping[str, Any]) -> Action | None:
     """The action a move's first event records (None for events no move starts with)."""
     if kind == "card_turned":
         return _TURN
@@ -49,19 +67,19 @@ def _action_of(kind: str, payload: Mapping[str, Any]) -> ea.Action | None:
     if kind == "card_left":
         return _LEAVE
     if kind == "meld_made":
-        return ea.Take(_mask(payload["hand"]), _melds(payload["table"]))
+        return Take(_mask(payload["hand"]), _melds(payload["table"]))
     if kind == "card_discarded":
-        return ea.Discard(_CARD_OF[payload["card"]])
+        return Discard(_CARD_OF[payload["card"]])
     if kind == "force_demanded":
         return _FORCE
     if kind == "force_waived":
         return _WAIVE
     if kind == "hand_melded":
-        return ea.MeldHand(_mask(payload["hand"]), _melds(payload["table"]))
+        return MeldHand(_mask(payload["hand"]), _melds(payload["table"]))
     return None
 
 
-def _dump(events: Iterable[wd.EventModel]) -> list[dict[str, Any]]:
+def _dump(events: Iterable[EventModel]) -> list[dict[str, Any]]:
     return [e.model_dump(mode="json") for e in events]
 
 
@@ -133,28 +151,28 @@ def _seat_only(kind: str) -> Callable[[str, Mapping[str, Any], Any], bool]:
     return same
 
 
-_DECLINES = {"card_refused": ee.Decline.REFUSED, "card_left": ee.Decline.LEFT}
+_DECLINES = {"card_refused": Decline.REFUSED, "card_left": Decline.LEFT}
 _SAME: dict[type, Callable[[str, Mapping[str, Any], Any], bool]] = {
-    ee.CardTurned: _turned,
-    ee.CardDeclined: _declined,
-    ee.CardWasted: _wasted,
-    ee.MeldMade: _meld_made,
-    ee.CardDiscarded: _discarded,
-    ee.StakesSettled: _settled,
-    ee.MatchEnded: _ended,
-    ee.WentOut: _seat_only("went_out"),
-    ee.GameDrawn: lambda t, p, e: t == "game_drawn",
-    ee.ForceDemanded: _seat_only("force_demanded"),
-    ee.ForceWaived: _seat_only("force_waived"),
-    ee.HandMelded: _hand_melded,
-    ee.Resigned: _seat_only("resigned"),
+    CardTurned: _turned,
+    CardDeclined: _declined,
+    CardWasted: _wasted,
+    MeldMade: _meld_made,
+    CardDiscarded: _discarded,
+    StakesSettled: _settled,
+    MatchEnded: _ended,
+    WentOut: _seat_only("went_out"),
+    GameDrawn: lambda t, p, e: t == "game_drawn",
+    ForceDemanded: _seat_only("force_demanded"),
+    ForceWaived: _seat_only("force_waived"),
+    HandMelded: _hand_melded,
+    Resigned: _seat_only("resigned"),
 }
 """For each engine event of a move, whether a canonical payload is its wire form: comparing
 the fields is comparing ``to_wire``'s dump, since canonical payloads map to engine events one
 to one (``tests/services/test_audit.py`` checks both ways), without building the dump."""
 
 
-def same_event(got: _Event, engine_event: ee.Event) -> bool:
+def same_event(got: _Decoded, engine_event: Event) -> bool:
     """Say whether a recorded event is the wire form of an engine event (``to_wire``)."""
     same = _SAME.get(type(engine_event))
     if same is not None and got.canonical:
@@ -166,10 +184,10 @@ def _compact(payload: Mapping[str, Any]) -> str:
     return json.dumps(payload, separators=(",", ":"), sort_keys=True)
 
 
-_MATCH_WIRE: dict[tuple[ee.MatchStarted, object], list[dict[str, Any]]] = {}
+_MATCH_WIRE: dict[tuple[MatchStarted, object], list[dict[str, Any]]] = {}
 
 
-def _fast_wire(engine_event: ee.Event, payload: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _fast_wire(engine_event: Event, payload: Mapping[str, Any]) -> list[dict[str, Any]]:
     """``_wire_of`` of a ``MatchStarted``, remembered: most tables share their rules."""
     key = (engine_event, payload.get("turn_seconds"))
     wire = _MATCH_WIRE.get(key)  # type: ignore[arg-type]
@@ -181,10 +199,10 @@ def _fast_wire(engine_event: ee.Event, payload: Mapping[str, Any]) -> list[dict[
     return wire
 
 
-def _wire_of(engine_event: ee.Event, payload: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _wire_of(engine_event: Event, payload: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The wire events of ``DealStarted`` (with the recorded commitment) and
     ``MatchStarted`` (with the recorded turn clock), from the first event's payload."""
-    if isinstance(engine_event, ee.DealStarted):
+    if isinstance(engine_event, DealStarted):
         commitment, algorithm = payload["commitment"], payload["algorithm"]
         return _dump(to_wire(engine_event, commitment=commitment, algorithm=algorithm))
     return _dump(to_wire(engine_event, turn_seconds=payload.get("turn_seconds")))

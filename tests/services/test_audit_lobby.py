@@ -11,8 +11,16 @@ from typing import Any
 import pytest
 import redis.asyncio
 
-from events import commands as wc
 from events.chain import GENESIS_HASH, event_hash
+from events.commands import (
+    Command,
+    CreateTable,
+    Join,
+    LeaveTable,
+    Rematch,
+    ReportBotFailure,
+    Resign,
+)
 from services import cli
 from services.audit import audit_table
 from services.store import KeySpace, MemoryEventStore, RedisEventStore
@@ -27,20 +35,20 @@ async def play(store: EventStore, table_id: str = T, bot: bool = False) -> None:
     human seat and its bot, at a bot's table)."""
     service = TableService(store, token_hasher=lambda t, s, c: "ab" * 32)
 
-    async def ok(command: wc.Command, seat: int | None = None) -> None:
+    async def ok(command: Command, seat: int | None = None) -> None:
         outcome = await service.execute(command, seat)
         assert outcome.ok, outcome.result
 
     bots = {1: "greedy"} if bot else None
-    await ok(wc.CreateTable(table_id=table_id, command_id="c-create-01", deals=1, bots=bots))
+    await ok(CreateTable(table_id=table_id, command_id="c-create-01", deals=1, bots=bots))
     if not bot:  # a join at a bot's table deals at once: nobody leaves
-        await ok(wc.Join(table_id=table_id, command_id="j-join-00001", seat=0, name="ana"))
-        await ok(wc.LeaveTable(table_id=table_id, command_id="c-leave-001"), 0)
-        await ok(wc.Join(table_id=table_id, command_id="j-join-00003", seat=1, name="cy"))
-    await ok(wc.Join(table_id=table_id, command_id="j-join-00002", seat=0, name="bo"))
-    await ok(wc.Resign(table_id=table_id, command_id="c-resign-01"), 0)
+        await ok(Join(table_id=table_id, command_id="j-join-00001", seat=0, name="ana"))
+        await ok(LeaveTable(table_id=table_id, command_id="c-leave-001"), 0)
+        await ok(Join(table_id=table_id, command_id="j-join-00003", seat=1, name="cy"))
+    await ok(Join(table_id=table_id, command_id="j-join-00002", seat=0, name="bo"))
+    await ok(Resign(table_id=table_id, command_id="c-resign-01"), 0)
     for n, seat in enumerate((0, 0) if bot else (0, 0, 1)):
-        rematch = wc.Rematch(table_id=table_id, command_id=f"c-rematch-{n}", next_table_id="t-2")
+        rematch = Rematch(table_id=table_id, command_id=f"c-rematch-{n}", next_table_id="t-2")
         await ok(rematch, seat)
 
 
@@ -150,7 +158,7 @@ def test_lobby_tables_on_redis_take_the_fast_path(
         await play(store)
         await play(store, "lobby-audit-bot", bot=True)
         service = TableService(store)
-        failure = wc.ReportBotFailure(
+        failure = ReportBotFailure(
             table_id="lobby-audit-bot", command_id="c-failed-01", code="bot/no_move", message="x"
         )
         assert (await service.execute(failure, 1)).ok

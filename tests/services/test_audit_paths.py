@@ -23,8 +23,17 @@ from hypothesis import strategies as st
 
 from engine.bots import RandomBot
 from engine.cards import ALL_CARDS, format_card
-from events import commands as wc
 from events.chain import GENESIS_HASH, event_hash
+from events.commands import (
+    Command,
+    CreateTable,
+    Join,
+    LeaveTable,
+    NextDeal,
+    Rematch,
+    ReportBotFailure,
+    Resign,
+)
 from events.mapping import to_wire_command
 from services.audit import TableReport
 from services.store import MemoryEventStore
@@ -86,19 +95,19 @@ async def _play(plan: Plan) -> tuple[list[Body], list[str], Head]:
     def cid(kind: str) -> str:
         return f"{kind}-{next(numbers):05d}"
 
-    async def send(command: wc.Command, seat: int | None) -> None:
+    async def send(command: Command, seat: int | None) -> None:
         outcome = await service.execute(command, seat)
         assert outcome.ok, outcome.result
 
     bots = {1: "random"} if plan.bot else None
-    create = wc.CreateTable(table_id=T, command_id=cid("create"), deals=plan.deals, bots=bots)
+    create = CreateTable(table_id=T, command_id=cid("create"), deals=plan.deals, bots=bots)
     await send(create, None)
     if plan.leave and not plan.bot:  # before the first deal (a bot table deals on the join)
-        await send(wc.Join(table_id=T, command_id=cid("join"), seat=0, name="ana"), None)
-        await send(wc.LeaveTable(table_id=T, command_id=cid("leave")), 0)
+        await send(Join(table_id=T, command_id=cid("join"), seat=0, name="ana"), None)
+        await send(LeaveTable(table_id=T, command_id=cid("leave")), 0)
     if not plan.bot:
-        await send(wc.Join(table_id=T, command_id=cid("join"), seat=1, name="cy"), None)
-    await send(wc.Join(table_id=T, command_id=cid("join"), seat=0, name="bo"), None)
+        await send(Join(table_id=T, command_id=cid("join"), seat=1, name="cy"), None)
+    await send(Join(table_id=T, command_id=cid("join"), seat=0, name="bo"), None)
     bot = RandomBot()
     for step in range(plan.moves):
         match = (await service.load(T)).match
@@ -106,22 +115,22 @@ async def _play(plan: Plan) -> tuple[list[Body], list[str], Head]:
         if match.over:
             break
         if plan.bot and step == plan.bot_fails_at:
-            failure = wc.ReportBotFailure(
+            failure = ReportBotFailure(
                 table_id=T, command_id=cid("fail"), code="bot/no_move", message="no move"
             )
             await send(failure, 1)
         seat = match.to_act
         if seat is None:  # between deals
-            await send(wc.NextDeal(table_id=T, command_id=cid("next")), 0)
+            await send(NextDeal(table_id=T, command_id=cid("next")), 0)
             continue
         await send(to_wire_command(bot.choose(match, seat, rng), T, cid("move")), seat)
     match = (await service.load(T)).match
     assert match is not None
     if plan.resign and not match.over:
-        await send(wc.Resign(table_id=T, command_id=cid("resign")), rng.randrange(2))
+        await send(Resign(table_id=T, command_id=cid("resign")), rng.randrange(2))
     if plan.rematch and (await service.load(T)).match.over:  # type: ignore[union-attr]
         for seat in (0,) if plan.bot else (1, 0):
-            await send(wc.Rematch(table_id=T, command_id=cid("again"), next_table_id="t-2"), seat)
+            await send(Rematch(table_id=T, command_id=cid("again"), next_table_id="t-2"), seat)
     stored = await store.read(T)
     head = await store.head(T)
     return [dict(e.body) for e in stored], [e.hash for e in stored], head
