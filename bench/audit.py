@@ -59,7 +59,7 @@ async def record_lobby(store: RedisEventStore, tables: int, seed: int) -> None:
     """Tables holding the lobby's events (see the module docstring), played through
     ``TableService`` with random moves."""
     from engine.bots import RandomBot
-    from events import commands as wc
+    from events.commands import Command, CreateTable, Join, LeaveTable, Rematch
     from events.mapping import to_wire_command
     from services.table_service import TableService
 
@@ -68,7 +68,7 @@ async def record_lobby(store: RedisEventStore, tables: int, seed: int) -> None:
     service = TableService(store, seed_source=lambda: rng.randbytes(32), cache_size=1)
     numbers = itertools.count()
 
-    async def send(command: wc.Command, seat: int | None) -> None:
+    async def send(command: Command, seat: int | None) -> None:
         outcome = await service.execute(command, seat)
         assert outcome.ok, outcome.result
 
@@ -78,11 +78,11 @@ async def record_lobby(store: RedisEventStore, tables: int, seed: int) -> None:
         def cid() -> str:
             return f"cmd-{next(numbers):08d}"
 
-        await send(wc.CreateTable(table_id=tid, command_id=cid(), deals=1), None)
-        await send(wc.Join(table_id=tid, command_id=cid(), seat=0, name="ana"), None)
-        await send(wc.LeaveTable(table_id=tid, command_id=cid()), 0)
-        await send(wc.Join(table_id=tid, command_id=cid(), seat=1, name="cy"), None)
-        await send(wc.Join(table_id=tid, command_id=cid(), seat=0, name="bo"), None)
+        await send(CreateTable(table_id=tid, command_id=cid(), deals=1), None)
+        await send(Join(table_id=tid, command_id=cid(), seat=0, name="ana"), None)
+        await send(LeaveTable(table_id=tid, command_id=cid()), 0)
+        await send(Join(table_id=tid, command_id=cid(), seat=1, name="cy"), None)
+        await send(Join(table_id=tid, command_id=cid(), seat=0, name="bo"), None)
         while True:
             match = (await service.load(tid)).match
             assert match is not None
@@ -91,7 +91,7 @@ async def record_lobby(store: RedisEventStore, tables: int, seed: int) -> None:
             seat = match.to_act
             await send(to_wire_command(bot.choose(match, seat, rng), tid, cid()), seat)
         for seat in (0, 1):
-            rematch = wc.Rematch(table_id=tid, command_id=cid(), next_table_id=f"{tid}-again")
+            rematch = Rematch(table_id=tid, command_id=cid(), next_table_id=f"{tid}-again")
             await send(rematch, seat)
 
 

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.machine import cpu_model, load_average
 from engine.state import changed
-from events import commands as wc
+from events.commands import CreateTable
 from services import lobby
 from services.redis_server import LocalRedis
 from services.store import MemoryEventStore
@@ -34,7 +34,7 @@ async def _template() -> Table:
     """A created table with seat 0 taken, as the lobby lists it."""
     service = TableService(MemoryEventStore())
     created = await service.execute(
-        wc.CreateTable(table_id="t-template00", command_id="c-template-0", turn_seconds=60), None
+        CreateTable(table_id="t-template00", command_id="c-template-0", turn_seconds=60), None
     )
     assert created.table is not None
     return changed(created.table, seats=(SeatHolder("ana"), None), version=2)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.bots import make_bot
-from events import commands as wc
+from events.commands import Command, CreateTable, Join, NextDeal
 from events.mapping import to_wire_command
 from services.store import MemoryEventStore
 from services.table_service import TableService
@@ -52,7 +52,7 @@ async def generate(
         rng = random.Random(f"{seed}/{table_id}")
         game = Game(table_id)
 
-        async def run(command: wc.Command, seat: int | None, game: Game = game) -> None:
+        async def run(command: Command, seat: int | None, game: Game = game) -> None:
             outcome = await service.execute(command, seat)
             if not outcome.ok:
                 raise RuntimeError(f"generator: {command!r} refused: {outcome.result}")
@@ -63,9 +63,9 @@ async def generate(
             }
             game.commands.append((fields, outcome.last_version, command.command_id))
 
-        await run(wc.CreateTable(table_id=table_id, command_id=f"{table_id}-c", deals=deals), None)
-        await run(wc.Join(table_id=table_id, command_id=f"{table_id}-j0", name="ann"), None)
-        await run(wc.Join(table_id=table_id, command_id=f"{table_id}-j1", name="bob"), None)
+        await run(CreateTable(table_id=table_id, command_id=f"{table_id}-c", deals=deals), None)
+        await run(Join(table_id=table_id, command_id=f"{table_id}-j0", name="ann"), None)
+        await run(Join(table_id=table_id, command_id=f"{table_id}-j1", name="bob"), None)
         for step in range(10_000):  # a deal takes ~50 commands; bounded all the same
             table = service.cached(table_id)
             assert table is not None and table.match is not None
@@ -75,7 +75,7 @@ async def generate(
             command_id = f"{table_id}-{step:04d}"
             if match.to_act is None:  # between deals
                 await run(
-                    wc.NextDeal(
+                    NextDeal(
                         table_id=table_id, command_id=command_id, expected_version=table.version
                     ),
                     0,

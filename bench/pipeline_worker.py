@@ -31,7 +31,7 @@ import redis.asyncio
 from redis.utils import HIREDIS_AVAILABLE
 
 from engine.bots import RandomBot
-from events import commands as wc
+from events.commands import CommandModel, CreateTable, Join
 from events.mapping import to_wire_command
 from services.engine_worker import EngineWorker
 from services.log import configure
@@ -59,10 +59,10 @@ async def generate(tables: int, seed: int, moves: int) -> dict[str, list[Entry]]
     for i in range(tables):
         table_id = f"b{i:05d}"
         rng = random.Random(f"{seed}/{table_id}")
-        commands: list[tuple[wc.CommandModel, int | None]] = [
-            (wc.CreateTable(table_id=table_id, command_id=f"{table_id}-create"), None),
-            (wc.Join(table_id=table_id, command_id=f"{table_id}-join-0", name="ann"), None),
-            (wc.Join(table_id=table_id, command_id=f"{table_id}-join-1", name="bob"), None),
+        commands: list[tuple[CommandModel, int | None]] = [
+            (CreateTable(table_id=table_id, command_id=f"{table_id}-create"), None),
+            (Join(table_id=table_id, command_id=f"{table_id}-join-0", name="ann"), None),
+            (Join(table_id=table_id, command_id=f"{table_id}-join-1", name="bob"), None),
         ]
         for command, seat in commands:
             await service.execute(command, seat)  # type: ignore[arg-type]

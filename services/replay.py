@@ -17,8 +17,20 @@ from engine.game import evolve
 from engine.notation import format_event, format_position
 from engine.secrecy import sees
 from engine.state import Match, changed
-from events import domain as wd
 from events.base import ContractError
+from events.domain import (
+    BotFailed,
+    CardTurned,
+    DealRevealed,
+    DealStarted,
+    EventModel,
+    HandDealt,
+    PlayerJoined,
+    PlayerLeft,
+    RematchAgreed,
+    RematchOpened,
+    TableCreated,
+)
 from events.envelope import BODY_KEYS
 from events.fairness import FairnessError, deal_context, parse_seed, shuffle, verify
 from events.mapping import to_engine
@@ -37,7 +49,7 @@ class ReplayedEvent:
     """A stored event read for the replay: the parsed event, or why it could not be read."""
 
     version: int
-    event: wd.EventModel | None
+    event: EventModel | None
     error: str | None = None
 
 
@@ -58,21 +70,21 @@ class _Deals:
 
     def __init__(self, table_id: str, events: Sequence[ReplayedEvent]) -> None:
         self.table_id = table_id
-        self.started: dict[int, wd.DealStarted] = {}
-        self.revealed: dict[int, wd.DealRevealed] = {}
+        self.started: dict[int, DealStarted] = {}
+        self.revealed: dict[int, DealRevealed] = {}
         self.hands: dict[int, dict[int, tuple[str, ...]]] = {}
         self.turned: dict[int, list[str]] = {}
         current = 0
         for replayed in events:
             event = replayed.event
-            if isinstance(event, wd.DealStarted):
+            if isinstance(event, DealStarted):
                 current = event.number
                 self.started[current] = event
-            elif isinstance(event, wd.HandDealt):
+            elif isinstance(event, HandDealt):
                 self.hands.setdefault(current, {})[event.seat] = event.cards
-            elif isinstance(event, wd.CardTurned):
+            elif isinstance(event, CardTurned):
                 self.turned.setdefault(current, []).append(event.card)
-            elif isinstance(event, wd.DealRevealed):
+            elif isinstance(event, DealRevealed):
                 self.revealed[event.number] = event
 
     def matches(self, number: int) -> bool | None:
@@ -121,7 +133,7 @@ def transcript(
         if event is None:
             lines.append(f"{version:>5}  ?? {replayed.error}")
             continue
-        if isinstance(event, wd.DealStarted):
+        if isinstance(event, DealStarted):
             current = event.number
             lines.append("")
             lines.append(f"deal {event.number}: dealer {event.dealer}, stake {event.stake}")
@@ -130,30 +142,30 @@ def transcript(
     return lines
 
 
-def _line(event: wd.EventModel, deals: _Deals, current: int, seat: int | None) -> list[str]:
+def _line(event: EventModel, deals: _Deals, current: int, seat: int | None) -> list[str]:
     """The text of one event (the first line, then any more)."""
-    if isinstance(event, wd.TableCreated):
+    if isinstance(event, TableCreated):
         (started,) = to_engine(event)
         clock = f"{event.turn_seconds} s a turn" if event.turn_seconds else "none"
         return [f"table {deals.table_id}: {format_event(started)}, turn clock {clock}"]
-    if isinstance(event, wd.PlayerJoined):
+    if isinstance(event, PlayerJoined):
         who = f" (bot {event.bot})" if event.bot else ""
         return [f"seat {event.seat}: {event.name}{who}"]
-    if isinstance(event, wd.PlayerLeft):
+    if isinstance(event, PlayerLeft):
         return [f"seat {event.seat}: left before the first deal"]
-    if isinstance(event, wd.RematchAgreed):
+    if isinstance(event, RematchAgreed):
         return [f"seat {event.seat}: agrees to a rematch"]
-    if isinstance(event, wd.RematchOpened):
+    if isinstance(event, RematchOpened):
         return [f"rematch at table {event.next_table_id}"]
-    if isinstance(event, wd.BotFailed):
+    if isinstance(event, BotFailed):
         return [f"seat {event.seat}: the {event.bot} bot failed, {event.code}: {event.message}"]
-    if isinstance(event, wd.DealStarted):
+    if isinstance(event, DealStarted):
         return [f"committed to the deck: {event.commitment} ({event.algorithm})"]
-    if isinstance(event, wd.HandDealt):
+    if isinstance(event, HandDealt):
         if sees(seat, event.seat, revealed=current in deals.revealed):
             return [f"hand {event.seat}: {' '.join(event.cards)}"]
         return [f"hand {event.seat}: {len(event.cards)} cards, hidden until the deal is revealed"]
-    if isinstance(event, wd.DealRevealed):
+    if isinstance(event, DealRevealed):
         ok = deals.matches(event.number)
         verdict = "matches the commitment" if ok else "DOES NOT MATCH the commitment"
         lines = [f"deal {event.number} revealed: seed {event.seed}, {verdict}"]

@@ -88,7 +88,7 @@ async def record_table(
     so a finished one is left as it is.  Raises RuntimeError when the service rejects a command
     (a table of that id made otherwise; or a bug, since bots only play legal actions).
     """
-    from events import commands as wc
+    from events.commands import Command, CreateTable, NextDeal
     from events.mapping import to_wire_command
     from services.table_service import Outcome as ServiceOutcome
     from services.table_service import TableService
@@ -106,7 +106,7 @@ async def record_table(
     bots = (make_bot(config.players[0]), make_bot(config.players[1]))
     actions = 0
 
-    async def send(command: wc.Command, seat: int | None) -> ServiceOutcome:
+    async def send(command: Command, seat: int | None) -> ServiceOutcome:
         outcome = await service.execute(command, seat)
         if outcome.code == Code.COMMAND_STALE_VERSION:
             raise RecordingConflict(
@@ -119,7 +119,7 @@ async def record_table(
         return outcome
 
     created = await send(
-        wc.CreateTable(
+        CreateTable(
             table_id=table_id,
             command_id=command_id_of(table_id, 0),
             rules=_wire_rules(config.rules),
@@ -135,7 +135,7 @@ async def record_table(
         cid = command_id_of(table_id, table.version)
         seat = match.to_act
         if seat is None:  # between deals: seat 0 asks for the next one
-            await send(wc.NextDeal(table_id=table_id, command_id=cid), 0)
+            await send(NextDeal(table_id=table_id, command_id=cid), 0)
             rng = bot_rng(config.seed, first + table.deal_number)
         else:
             action = bots[seat].choose(match, seat, rng)

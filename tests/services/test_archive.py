@@ -20,7 +20,7 @@ import pytest
 import redis
 import redis.asyncio
 
-from events import commands as wc
+from events.commands import CreateTable
 from services import cli, lobby
 from services.archive.folder import FolderArchive
 from services.archive.mover import Archiver
@@ -118,7 +118,7 @@ async def test_finished_tables_move_to_the_archive_and_their_keys_go(
     await asyncio.to_thread(record, redis_url, redis_ns)
     keys = KeySpace(redis_ns, SHARDS)
     store = RedisEventStore(redis_client, keys)
-    live = wc.CreateTable(table_id="live-1", command_id="c-live-1", rules="classic", deals=1)
+    live = CreateTable(table_id="live-1", command_id="c-live-1", rules="classic", deals=1)
     created = await TableService(store).execute(live, None)
     assert created.ok and created.table is not None
     live_table = created.table

@@ -12,7 +12,7 @@ import redis.asyncio
 
 from engine.bots import RandomBot
 from engine.notation import format_position, parse_position
-from events import commands as wc
+from events.commands import CreateTable, Join
 from events.mapping import to_wire_command
 from services import cli
 from services.replay import parse_events, position_at, transcript
@@ -60,10 +60,10 @@ async def _start_a_table(url: str, ns: str, table_id: str, moves: int) -> None:
     try:
         store = RedisEventStore(client, KeySpace(ns))
         service = TableService(store, seed_source=lambda: bytes(range(32)), dealer_source=int)
-        create = wc.CreateTable(table_id=table_id, command_id="create-0001", deals=2)
+        create = CreateTable(table_id=table_id, command_id="create-0001", deals=2)
         assert (await service.execute(create, None)).ok
         for seat in (0, 1):
-            join = wc.Join(table_id=table_id, command_id=f"join-000{seat}", name=f"player {seat}")
+            join = Join(table_id=table_id, command_id=f"join-000{seat}", name=f"player {seat}")
             assert (await service.execute(join, None)).ok
         rng = random.Random(3)
         for n in range(moves):
