@@ -5,7 +5,7 @@ Wire models are frozen, strict and forbid unknown fields (``docs/events.md``, "M
 >>> from pydantic import TypeAdapter
 >>> TypeAdapter(CardText).validate_python("j♣")
 'JC'
->>> TypeAdapter(Table).validate_python([["7h", "6H", "JH"]])
+>>> TypeAdapter(Melds).validate_python([["7h", "6H", "JH"]])
 (('7H', '6H', 'JH'),)
 """
 
@@ -39,13 +39,13 @@ __all__ = [
     "InvalidContent",
     "MalformedJson",
     "Meld",
+    "Melds",
     "NonNegative",
     "PlayerName",
     "Positive",
     "RuleSetName",
     "Seat",
     "Subject",
-    "Table",
     "TableId",
     "TooLarge",
     "UnknownType",
@@ -216,8 +216,8 @@ Hand = Annotated[tuple[CardText, ...], Field(max_length=10), AfterValidator(_dis
 Meld = Annotated[tuple[CardText, ...], Field(min_length=3, max_length=10)]
 """One meld: 3 to 10 cards (whether they form a set or a run is the engine's judgement)."""
 
-Table = Annotated[tuple[Meld, ...], Field(max_length=13), AfterValidator(_disjoint)]
-"""A player's table: a list of melds, no card in two of them."""
+Melds = Annotated[tuple[Meld, ...], Field(max_length=13), AfterValidator(_disjoint)]
+"""A seat's melds on the table (the wire field ``table``), no card in two of them."""
 
 Seat = Annotated[int, Strict(), Field(ge=0, le=1)]
 """Seat 0 or 1."""

@@ -33,11 +33,11 @@ from events.base import (
     Hand,
     InvalidContent,
     MalformedJson,
+    Melds,
     NonNegative,
     PlayerName,
     RuleSetName,
     Seat,
-    Table,
     TableId,
     TooLarge,
     UnknownType,
@@ -242,7 +242,7 @@ class Take(CommandModel):
 
     type: Literal["take"] = "take"
     hand: Hand = ()
-    table: Table | None = None
+    table: Melds | None = None
 
 
 class Refuse(CommandModel):
@@ -281,7 +281,7 @@ class MeldHand(CommandModel):
 
     type: Literal["meld_hand"] = "meld_hand"
     hand: Annotated[Hand, Field(min_length=1)]
-    table: Table
+    table: Melds
 
 
 Command = Annotated[

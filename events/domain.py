@@ -19,12 +19,12 @@ from events.base import (
     CommandId,
     Hand,
     Hex64,
+    Melds,
     NonNegative,
     PlayerName,
     Positive,
     RuleSetName,
     Seat,
-    Table,
     TableId,
     WireModel,
 )
@@ -254,7 +254,7 @@ class MeldMade(EventModel):
     seat: Seat
     card: CardText
     hand: Hand
-    table: Table
+    table: Melds
 
 
 class HandMelded(EventModel):
@@ -264,7 +264,7 @@ class HandMelded(EventModel):
     v: Literal[1] = 1
     seat: Seat
     hand: Hand
-    table: Table
+    table: Melds
 
 
 class CardDiscarded(EventModel):
