@@ -94,11 +94,11 @@ def run(args: argparse.Namespace) -> int:
         kinds=kinds,
     )
     try:
-        outcome = run_chaos(plan)
+        findings = run_chaos(plan)
     except RuntimeError as error:
         sys.stderr.write(f"conquian chaos: {error}\n")
         return 1
-    report = chaos_report.build(plan, outcome)
+    report = chaos_report.build(plan, findings)
     data = json.dumps(report, indent=2) + "\n"
     if args.report:
         Path(args.report).parent.mkdir(parents=True, exist_ok=True)

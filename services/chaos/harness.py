@@ -49,7 +49,7 @@ class Plan:
 
 
 @dataclass
-class Outcome:
+class Findings:
     """What a run measured and found, before it is put into a report."""
 
     seconds: float
@@ -66,7 +66,7 @@ class Outcome:
     up_at_end: bool
 
 
-def run(plan: Plan) -> Outcome:
+def run(plan: Plan) -> Findings:
     """Carry out a chaos run and its checks; return what it found.
 
     Raises RuntimeError when the service does not start.
@@ -103,7 +103,7 @@ def run(plan: Plan) -> Outcome:
             _stop(serve)
     differing = _check_rebuild(plan, env, found)
     report = plan.folder / "loadtest.json"
-    return Outcome(
+    return Findings(
         seconds=seconds,
         killer=killer,
         ledger=found.ledger.as_dict(),

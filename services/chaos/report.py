@@ -15,16 +15,16 @@ from dataclasses import asdict
 from statistics import mean
 from typing import Any
 
-from services.chaos.harness import Outcome, Plan
+from services.chaos.harness import Findings, Plan
 
 REDIS_RESTARTED_BY = "serve"
 """Who starts Redis again after its SIGKILL: ``conquian serve``'s supervisor, as it restarts
 the services (``services.supervisor``)."""
 
 
-def build(plan: Plan, outcome: Outcome) -> dict[str, Any]:
+def build(plan: Plan, findings: Findings) -> dict[str, Any]:
     """Return the report of a finished run."""
-    kills = outcome.killer.kills
+    kills = findings.killer.kills
     per_kind: dict[str, Any] = {}
     for kind in plan.kinds:
         backs = [k.back_s for k in kills if k.kind == kind]
@@ -35,30 +35,30 @@ def build(plan: Plan, outcome: Outcome) -> dict[str, Any]:
             "back_max_s": round(max(known), 3) if known else None,
             "back_mean_s": round(mean(known), 3) if known else None,
         }
-    load = outcome.load
+    load = findings.load
     commands = {
-        **{k: outcome.ledger[k] for k in ("accepted", "lost", "doubled", "version_mismatch")},
-        "doubled_anywhere": len(outcome.anywhere_doubled),
+        **{k: findings.ledger[k] for k in ("accepted", "lost", "doubled", "version_mismatch")},
+        "doubled_anywhere": len(findings.anywhere_doubled),
     }
     report: dict[str, Any] = {
         "tool": "conquian chaos",
-        "seconds": round(outcome.seconds, 3),
+        "seconds": round(findings.seconds, 3),
         "settings": {**asdict(plan), "folder": str(plan.folder), "kinds": list(plan.kinds)},
         "redis_restarted_by": REDIS_RESTARTED_BY,
         "kills": per_kind,
         "kill_log": [k.as_dict() for k in kills],
-        "missed": dict(outcome.killer.missed),
+        "missed": dict(findings.killer.missed),
         "commands": commands,
-        "ledger": outcome.ledger,
-        "doubled_anywhere_ids": outcome.anywhere_doubled[:20],
-        "longest_stall_s": outcome.stall[0],
-        "longest_stall_at_s": outcome.stall[1],
-        "audit": {k: outcome.audit.get(k) for k in ("ok", "tables", "tables_failed", "events")},
-        "audit_failures": outcome.audit.get("failures", [])[:20],
+        "ledger": findings.ledger,
+        "doubled_anywhere_ids": findings.anywhere_doubled[:20],
+        "longest_stall_s": findings.stall[0],
+        "longest_stall_at_s": findings.stall[1],
+        "audit": {k: findings.audit.get(k) for k in ("ok", "tables", "tables_failed", "events")},
+        "audit_failures": findings.audit.get("failures", [])[:20],
         "views": {
-            "compared": outcome.views_compared,
-            "differing": len(outcome.views_differing),
-            "differing_keys": outcome.views_differing[:20],
+            "compared": findings.views_compared,
+            "differing": len(findings.views_differing),
+            "differing_keys": findings.views_differing[:20],
         },
         "load": {
             "commands": load.get("commands"),
@@ -67,7 +67,7 @@ def build(plan: Plan, outcome: Outcome) -> dict[str, Any]:
             "retries": load.get("retries"),
             "latency_ms": load.get("latency_ms"),
         },
-        "all_up_at_end": outcome.up_at_end,
+        "all_up_at_end": findings.up_at_end,
         "machine": load.get("machine"),
     }
     report["problems"] = problems(report)
