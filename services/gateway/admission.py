@@ -80,7 +80,7 @@ class Admission:
         """Admit ``POST /tables``: a ``create_table``, its table and command ids generated when
         left out."""
         with _refusing("create_table"):
-            self.count(request, creates=True)
+            self.count(client_address(request), creates=True)
             data = json_object(await request.body())
             data["type"] = "create_table"
             if data.get("table_id") is None:
@@ -95,7 +95,7 @@ class Admission:
         """Admit ``POST /tables/{id}/join``; return the ``join`` and the client's key, from which
         its wire command id is derived."""
         with _refusing("join"):
-            self.count(request)
+            self.count(client_address(request))
             check_table_id(table_id)
             data = json_object(await request.body())
             key = data.pop("command_id", None)
@@ -112,10 +112,10 @@ class Admission:
     ) -> tuple[Command, int]:
         """Admit ``POST /tables/{id}/commands``: a wire command of the token's seat."""
         with _refusing("unknown"):
-            self.count(request)
+            self.count(client_address(request))
             check_table_id(table_id)
             seat = await self.seat(table_id, token)
-            self.count_seat(request, table_id, seat)
+            self.count_seat(client_address(request), table_id, seat)
             command = seat_command(await request.body(), table_id)
             self.refuse_if_archived(table_id, Code.MOVE_MATCH_OVER)
         return command, seat
@@ -133,9 +133,9 @@ class Admission:
         ``expected_version``."""
         with _refusing(kind):
             check_table_id(table_id)
-            self.count(request)  # counted as POST /commands counts a seat's command
+            self.count(client_address(request))  # as POST /commands counts a seat's command
             seat = await self.seat(table_id, token)
-            self.count_seat(request, table_id, seat)
+            self.count_seat(client_address(request), table_id, seat)
             data = json_object(await request.body())
             data.update(type=kind, **fields)
             data.setdefault("table_id", table_id)
@@ -182,9 +182,8 @@ class Admission:
             if seat is None:
                 spectator = "a spectator sends no commands: connect with a token"
                 raise ApiError(Code.SEAT_REQUIRED, spectator)
-            if self.limits is not None:  # as POST /commands: the address's, then the seat's
-                self.limits.request(address)
-                self.limits.command(table_id, seat, address)
+            self.count(address)  # as POST /commands: the address's, then the seat's
+            self.count_seat(address, table_id, seat)
             command = seat_command(data, table_id)
             self.refuse_if_archived(table_id, Code.MOVE_MATCH_OVER)
             if token is None or await self.seat_of(table_id, token) != seat:  # given up
@@ -244,15 +243,16 @@ class Admission:
 
     # --- rate limits and the archive ---------------------------------------------------------
 
-    def count(self, connection: HTTPConnection, *, creates: bool = False) -> None:
-        """Count a create, join or command of the client's address; raise ``rate/limited``."""
+    def count(self, address: str | None, *, creates: bool = False) -> None:
+        """Count a create, join or command from the client ``address``; raise
+        ``rate/limited``."""
         if self.limits is not None:
-            self.limits.request(client_address(connection), creates=creates)
+            self.limits.request(address, creates=creates)
 
-    def count_seat(self, connection: HTTPConnection, table_id: str, seat: int) -> None:
-        """Count a command of a seat; raise ``rate/limited``."""
+    def count_seat(self, address: str | None, table_id: str, seat: int) -> None:
+        """Count a command of a seat sent from ``address``; raise ``rate/limited``."""
         if self.limits is not None:
-            self.limits.command(table_id, seat, client_address(connection))
+            self.limits.command(table_id, seat, address)
 
     def is_archived(self, table_id: str) -> bool:
         """Say whether the table's match is over and the table is in the archive."""

@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from events.commands import MAX_COMMAND_BYTES, Command
 from services.gateway import docs_pages, errors, lobby_routes, metrics, routes, web_pages, ws
-from services.gateway.limits import BodyLimit
+from services.gateway.body_limit import BodyLimit
 from services.gateway.messages import CreateTableRequest, JoinRequest
 from services.gateway.state import open_gateway
 from services.settings import Settings, load_settings
