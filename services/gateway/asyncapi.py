@@ -3,12 +3,10 @@
 ``python -m services.gateway.asyncapi docs/asyncapi.json`` writes it; ``--check`` exits 1 when
 the file differs from what the code says (``tests/services/test_gateway.py`` runs that check).
 The payload schemas are the pydantic JSON Schemas of ``events`` (commands, events, envelope)
-and of ``services.gateway.messages`` (stream entries, hints, socket messages), so the document
-cannot drift from the code without the check failing.
-
-It is built by hand rather than from a FastStream broker: the command streams are written by
-several services and read by one, the hints are plain pub/sub, and the WebSocket is FastAPI's;
-no one FastStream application holds all of them.
+and of ``services.gateway.messages`` (stream entries, hints, socket messages).  It is built by
+hand rather than from a FastStream broker: the command streams are written by several services
+and read by one, the hints are plain pub/sub, and the WebSocket is FastAPI's; no one FastStream
+application holds all of them.
 """
 
 from __future__ import annotations
