@@ -21,7 +21,7 @@ from engine.codes import Code
 from events.commands import CommandModel
 from services.gateway import metrics
 from services.gateway.errors import status_of
-from services.gateway.hub import Hub
+from services.gateway.hub import Hub, ResultWait
 from services.store.keys import KeySpace, command_key
 from services.store.redis_store import command_record
 
@@ -157,8 +157,6 @@ class Intake:
         known = await self.recorded(command.table_id, command.command_id, seat)
         if known is not None:
             return Answer(known.result, known.first_version, known.last_version, True)
-        wait = self.wait_ms / 1000
-        loop = asyncio.get_running_loop()
         with self.hub.result_waiter(command.table_id, command.command_id, seat) as hinted:
             stream = self.keys.cmd(self.keys.shard_of(command.table_id))
             fields: dict[Any, Any] = {
@@ -167,22 +165,28 @@ class Intake:
                 "r": str(int(time.time() * 1000)),
             }
             await self.redis.xadd(stream, fields)
-            deadline = loop.time() + wait
-            poll = self.first_poll
-            while True:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    return Answer()
-                try:
-                    await asyncio.wait_for(hinted.event.wait(), min(poll, remaining))
-                except TimeoutError:
-                    poll = min(poll * 2, self.max_poll)
-                woken = hinted.event.is_set()
-                hinted.event.clear()
-                answer = await self.recorded(command.table_id, command.command_id, seat)
-                if answer is not None:
-                    if not woken:
-                        metrics.RECHECKED.labels("result").inc()
-                    return answer
-                if hinted.result is not None and not hinted.result.get("ok"):
-                    return Answer(hinted.result)  # refused without a record (unparseable)
+            return await self._result(command, seat, hinted)
+
+    async def _result(self, command: CommandModel, seat: int | None, hinted: ResultWait) -> Answer:
+        """Read the command's record on each hint, or at growing intervals without one, until
+        there is one or the wait is over (pending)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.wait_ms / 1000
+        poll = self.first_poll
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return Answer()
+            try:
+                await asyncio.wait_for(hinted.event.wait(), min(poll, remaining))
+            except TimeoutError:
+                poll = min(poll * 2, self.max_poll)
+            woken = hinted.event.is_set()
+            hinted.event.clear()
+            answer = await self.recorded(command.table_id, command.command_id, seat)
+            if answer is not None:
+                if not woken:
+                    metrics.RECHECKED.labels("result").inc()
+                return answer
+            if hinted.result is not None and not hinted.result.get("ok"):
+                return Answer(hinted.result)  # refused without a record (unparseable)
