@@ -1,11 +1,10 @@
-"""Seat tokens: a bearer secret per seat, derived by HMAC so that only its hash is stored.
+"""Seat tokens: issued for a join, stored only as their hash, checked against that hash.
 
-``token = base64url(HMAC-SHA256(secret, "<table>:<seat>:<join command id>"))``.  The join
-stores ``sha256(token)`` in the table's secret hash (atomically with ``player_joined``); the
-gateway recomputes the token for the joining client, also when a join is retried with the same
-command id, and checks a presented token by its hash.  The secret comes from
-``CONQUIAN_TOKEN_SECRET`` or, when unset, is created once in Redis (``<ns>:token-secret``) so
-that every process of a deployment shares it.
+``token = base64url(HMAC-SHA256(secret, "<table>:<seat>:<join command id>"))``; the engine worker
+stores ``sha256(token)`` with ``player_joined``, the gateway issues the token to the joining
+client (again for a retried join) and checks a presented one by its hash.  A join's wire command
+id and a rematch's ids are derived from the same deployment secret, which comes from
+``CONQUIAN_TOKEN_SECRET`` or is created once in Redis (``docs/api.md``, "Module notes").
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from redis.asyncio import Redis
 
 
 class SeatTokens:
-    """Mints and checks seat tokens with one deployment secret."""
+    """Issues seat tokens, and the ids derived with them, from one deployment secret."""
 
     def __init__(self, secret: bytes) -> None:
         if len(secret) < 16:
@@ -34,6 +33,16 @@ class SeatTokens:
     def token_hash(self, table_id: str, seat: int, command_id: str) -> str:
         """Return the SHA-256 hex of the token (what the table's secret hash stores)."""
         return hash_token(self.token(table_id, seat, command_id))
+
+    def join_command_id(self, table_id: str, key: str) -> str:
+        """Return the wire command id of a join whose client idempotency key is ``key``."""
+        mac = hmac.new(self._secret, f"join:{table_id}:{key}".encode(), hashlib.sha256)
+        return "j-" + base64.urlsafe_b64encode(mac.digest()).decode()[:22]
+
+    def derive(self, purpose: str) -> bytes:
+        """Return ``HMAC-SHA256(secret, purpose)``: ids nobody without the secret can guess
+        (a rematch's table and commands, ``services.gateway.rematch``)."""
+        return hmac.new(self._secret, purpose.encode(), hashlib.sha256).digest()
 
 
 def hash_token(token: str) -> str:

@@ -1,7 +1,7 @@
 """The gateway's FastAPI app: ``create_app(settings)``.
 
 Routes: ``services.gateway.routes`` (HTTP) and ``services.gateway.ws`` (WebSocket); the parts
-they share (Redis, store, hub, intake, rooms) are opened by the app's lifespan
+they share (Redis, store, admission, intake, hub, rooms) are opened by the app's lifespan
 (``services.gateway.state``).  Every request body is capped at ``MAX_COMMAND_BYTES``.  OpenAPI:
 ``/docs`` and ``/openapi.json``, with the wire commands' JSON Schema as request bodies.
 Seat tokens travel in WebSocket query strings, so uvicorn's log lines show ``token=<redacted>``.
@@ -20,9 +20,9 @@ from fastapi.openapi.utils import get_openapi
 from pydantic import TypeAdapter
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from events import commands as wc
+from events.commands import MAX_COMMAND_BYTES, Command
 from services.gateway import docs_pages, errors, lobby_routes, metrics, routes, web_pages, ws
-from services.gateway.limits import BodyLimit
+from services.gateway.body_limit import BodyLimit
 from services.gateway.messages import CreateTableRequest, JoinRequest
 from services.gateway.state import open_gateway
 from services.settings import Settings, load_settings
@@ -114,7 +114,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(routes.router)
     app.include_router(lobby_routes.router)
     app.include_router(ws.router)
-    app.add_middleware(BodyLimit, limit=wc.MAX_COMMAND_BYTES)
+    app.add_middleware(BodyLimit, limit=MAX_COMMAND_BYTES)
     app.add_middleware(RequestMetrics)
 
     def openapi() -> dict[str, Any]:
@@ -127,7 +127,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 BODY_SCHEMAS: dict[str, TypeAdapter[Any]] = {
-    "Command": TypeAdapter(wc.Command),
+    "Command": TypeAdapter(Command),
     "CreateTableRequest": TypeAdapter(CreateTableRequest),
     "JoinRequest": TypeAdapter(JoinRequest),
 }

@@ -3,12 +3,10 @@
 ``python -m services.gateway.asyncapi docs/asyncapi.json`` writes it; ``--check`` exits 1 when
 the file differs from what the code says (``tests/services/test_gateway.py`` runs that check).
 The payload schemas are the pydantic JSON Schemas of ``events`` (commands, events, envelope)
-and of ``services.gateway.messages`` (stream entries, hints, socket messages), so the document
-cannot drift from the code without the check failing.
-
-It is built by hand rather than from a FastStream broker: the command streams are written by
-several services and read by one, the hints are plain pub/sub, and the WebSocket is FastAPI's;
-no one FastStream application holds all of them.
+and of ``services.gateway.messages`` (stream entries, hints, socket messages).  It is built by
+hand rather than from a FastStream broker: the command streams are written by several services
+and read by one, the hints are plain pub/sub, and the WebSocket is FastAPI's; no one FastStream
+application holds all of them.
 """
 
 from __future__ import annotations
@@ -22,8 +20,18 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from events.commands import MAX_COMMAND_BYTES, Command
-from services.gateway import messages as m
 from services.gateway.generated import write_or_check
+from services.gateway.messages import (
+    ClientCommand,
+    CommandEntry,
+    ErrorMessage,
+    EventMessage,
+    Hello,
+    ResultHint,
+    ResultMessage,
+    ViewHint,
+    ViewMessage,
+)
 
 VERSION = "1"
 
@@ -62,7 +70,7 @@ def document() -> dict[str, Any]:
             "Fields c (command JSON), s (seat) and r (received ms) of an XADD; the command in "
             f"c is an events.commands command of at most {MAX_COMMAND_BYTES} bytes "
             "(schema Command).",
-            s.ref("CommandEntry", TypeAdapter(m.CommandEntry)),
+            s.ref("CommandEntry", TypeAdapter(CommandEntry)),
         ),
         "ResultHint": _message(
             "resultHint",
@@ -70,50 +78,50 @@ def document() -> dict[str, Any]:
             "A command's result, after the engine worker appended it; the store's record "
             "(cmdids) is authoritative. One message carries a batch's hints, one JSON object a "
             "line.",
-            s.ref("ResultHint", TypeAdapter(m.ResultHint)),
+            s.ref("ResultHint", TypeAdapter(ResultHint)),
         ),
         "ViewHint": _message(
             "viewHint",
             "View hint",
             "'<table_id> <version>' lines: each table's views are stored at that version "
             "(one message a batch of an engine worker, or a shard write of a projector).",
-            s.ref("ViewHint", TypeAdapter(m.ViewHint)),
+            s.ref("ViewHint", TypeAdapter(ViewHint)),
         ),
         "Hello": _message(
             "hello",
             "Hello",
             "First message on a socket: the seat, the table version, and whether it resumed.",
-            s.ref("Hello", TypeAdapter(m.Hello)),
+            s.ref("Hello", TypeAdapter(Hello)),
         ),
         "EventMessage": _message(
             "event",
             "Event",
             "One event the viewer may see, in version order, each exactly once.",
-            s.ref("EventMessage", TypeAdapter(m.EventMessage)),
+            s.ref("EventMessage", TypeAdapter(EventMessage)),
         ),
         "ViewMessage": _message(
             "view",
             "View",
             "The viewer's whole view (projector's read model), newer than the last one sent.",
-            s.ref("ViewMessage", TypeAdapter(m.ViewMessage)),
+            s.ref("ViewMessage", TypeAdapter(ViewMessage)),
         ),
         "ResultMessage": _message(
             "result",
             "Result",
             "The result of a command sent on this socket (as the HTTP answer).",
-            s.ref("ResultMessage", TypeAdapter(m.ResultMessage)),
+            s.ref("ResultMessage", TypeAdapter(ResultMessage)),
         ),
         "ErrorMessage": _message(
             "error",
             "Error",
             "Why the socket closes (4401 bad token, 4404 no table, 4008 too slow).",
-            s.ref("ErrorMessage", TypeAdapter(m.ErrorMessage)),
+            s.ref("ErrorMessage", TypeAdapter(ErrorMessage)),
         ),
         "ClientCommand": _message(
             "command",
             "Command",
             "A seat's command, sent by the client.",
-            s.ref("ClientCommand", TypeAdapter(m.ClientCommand)),
+            s.ref("ClientCommand", TypeAdapter(ClientCommand)),
         ),
     }
 

@@ -15,7 +15,7 @@ from engine.secrecy import sees
 from services.gateway import metrics
 from services.gateway.feed import DealTracker, Outgoing, seal_all, seal_each
 from services.gateway.hub import Hub
-from services.gateway.views import Views
+from services.gateway.view_reader import ViewReader
 from services.store.base import EventStore
 from services.view_parts import version_of, viewer_of
 
@@ -91,14 +91,14 @@ class Room:
         self,
         table_id: str,
         store: EventStore,
-        views: Views,
+        view_reader: ViewReader,
         tracker: DealTracker,
         resume_gap: int,
         log: Any,
     ) -> None:
         self.table_id = table_id
         self.store = store
-        self.views = views
+        self.view_reader = view_reader
         self.tracker = tracker
         self.resume_gap = resume_gap
         self.log = log.bind(table=table_id)
@@ -182,7 +182,7 @@ class Room:
         parts = sorted({c.part for c in self.connections})
         if not parts:
             return
-        views = await self.views.read_many(self.table_id, parts)
+        views = await self.view_reader.read_many(self.table_id, parts)
         if any(version_of(v) > (self.version or 0) for v in views.values()):
             await self._catch_up()  # a view never goes out before the events it holds
         for connection in self.connections:
@@ -196,7 +196,7 @@ class Room:
             resumed = (
                 after is not None and 0 <= after <= target and target - after <= self.resume_gap
             )
-            view = await self.views.read(self.table_id, connection.part)
+            view = await self.view_reader.read(self.table_id, connection.part)
             if resumed:
                 assert after is not None
                 start = after
@@ -232,14 +232,14 @@ class Rooms:
         self,
         hub: Hub,
         store: EventStore,
-        views: Views,
+        view_reader: ViewReader,
         tracker: DealTracker,
         resume_gap: int,
         log: Any,
     ) -> None:
         self.hub = hub
         self.store = store
-        self.views = views
+        self.view_reader = view_reader
         self.tracker = tracker
         self.resume_gap = resume_gap
         self.log = log
@@ -251,7 +251,9 @@ class Rooms:
         """Put a connection in its table's room, caught up; returns the room."""
         room = self.rooms.get(table_id)
         if room is None:
-            room = Room(table_id, self.store, self.views, self.tracker, self.resume_gap, self.log)
+            room = Room(
+                table_id, self.store, self.view_reader, self.tracker, self.resume_gap, self.log
+            )
             self.rooms[table_id] = room
             self.hub.watch(table_id, room.poke)
             room.start()

@@ -1,8 +1,9 @@
 """The lobby's routes: list the tables, leave a seat, resign, rematch (``docs/api.md``, "Lobby").
 
 Leave, resign and rematch are seat commands like those of ``POST /tables/{id}/commands``
-(token, checks, the command stream, the recorded result); the rematch route then opens the
-rematch's table (``services.gateway.rematch``) once both seats agreed.
+(admitted by ``services.gateway.admission``, answered by ``services.gateway.intake``); the
+rematch route then opens the rematch's table (``services.gateway.rematch``) once both seats
+agreed.
 """
 
 from __future__ import annotations
@@ -13,9 +14,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from engine.codes import Code
-from events import commands as wc
 from services import lobby
-from services.gateway import checks
 from services.gateway.errors import ApiError
 from services.gateway.messages import (
     CommandAnswer,
@@ -25,25 +24,10 @@ from services.gateway.messages import (
     SeatActionRequest,
 )
 from services.gateway.rematch import next_table_id, open_rematch
-from services.gateway.routes import (
-    REJECTIONS,
-    Credentials,
-    _body,
-    _seat,
-    answer_response,
-    rate_limit,
-    refuse_if_archived,
-    refused,
-    seat_rate_limit,
-    submit,
-)
-from services.gateway.state import Gateway, gateway_of
+from services.gateway.routes import PENDING, REJECTIONS, Credentials, json_body, token_of
+from services.gateway.state import gateway_of
 
 router = APIRouter()
-
-_PENDING: dict[int | str, dict[str, Any]] = {
-    202: {"model": CommandAnswer, "description": "still queued"}
-}
 
 
 @router.get(
@@ -70,82 +54,45 @@ async def list_tables(
     return JSONResponse(body)
 
 
-async def _seat_command(
-    request: Request,
-    table_id: str,
-    credentials: Any,
-    kind: str,
-    **fields: Any,
-) -> tuple[Gateway, wc.Command, int]:
-    """Check a seat's request to a route of one command ``kind`` and return the command.
-
-    The body is optional: ``command_id`` (generated when left out) and ``expected_version``.
-    """
-    gateway = gateway_of(request)
-    try:
-        checks.check_table_id(table_id)
-        rate_limit(gateway, request)  # counted as POST /commands counts a seat's command
-        seat = await _seat(gateway, table_id, credentials, needed=True)
-        seat_rate_limit(gateway, request, table_id, seat)
-        data = checks.json_object(await request.body())
-        data.update(type=kind, **fields)
-        data.setdefault("table_id", table_id)
-        if data.get("command_id") is None:
-            data["command_id"] = checks.new_command_id()
-        command = checks.parse(data)
-        if command.table_id != table_id:
-            raise ApiError(
-                Code.COMMAND_WRONG_TABLE,
-                f"the command is for table {command.table_id!r}, sent to table {table_id!r}",
-            )
-        if kind == "rematch" and gateway.is_archived(table_id):
-            raise ApiError(
-                Code.TABLE_ARCHIVED,
-                f"table {table_id} has left Redis for the archive: too late for a rematch",
-            )
-        refuse_if_archived(gateway, table_id, Code.MOVE_MATCH_OVER)
-    except ApiError:
-        refused(kind)
-        raise
-    assert seat is not None  # needed=True
-    return gateway, command, seat
-
-
 @router.post(
     "/tables/{table_id}/leave",
     response_model=CommandAnswer,
-    responses={**REJECTIONS, **_PENDING},
-    openapi_extra=_body(SeatActionRequest),
+    responses={**REJECTIONS, **PENDING},
+    openapi_extra=json_body(SeatActionRequest),
     summary="Give the seat up before the first deal",
     tags=["lobby"],
 )
 async def leave_table(table_id: str, request: Request, credentials: Credentials) -> JSONResponse:
     """Free the token's seat (a ``leave_table`` command): the token stops working and another
     player may join.  Only before the first deal; after it, 409 ``table/started``."""
-    gateway, command, seat = await _seat_command(request, table_id, credentials, "leave_table")
-    return answer_response(await submit(gateway, command, seat), command)
+    gateway = gateway_of(request)
+    token = token_of(credentials)
+    command, seat = await gateway.admission.seat_action(request, table_id, token, "leave_table")
+    return (await gateway.intake.submit(command, seat)).response(command)
 
 
 @router.post(
     "/tables/{table_id}/resign",
     response_model=CommandAnswer,
-    responses={**REJECTIONS, **_PENDING},
-    openapi_extra=_body(SeatActionRequest),
+    responses={**REJECTIONS, **PENDING},
+    openapi_extra=json_body(SeatActionRequest),
     summary="Resign the match",
     tags=["lobby"],
 )
 async def resign(table_id: str, request: Request, credentials: Credentials) -> JSONResponse:
     """Concede (a ``resign`` command): the same answer as sending ``{"type": "resign"}`` to
     ``POST /tables/{id}/commands``."""
-    gateway, command, seat = await _seat_command(request, table_id, credentials, "resign")
-    return answer_response(await submit(gateway, command, seat), command)
+    gateway = gateway_of(request)
+    token = token_of(credentials)
+    command, seat = await gateway.admission.seat_action(request, table_id, token, "resign")
+    return (await gateway.intake.submit(command, seat)).response(command)
 
 
 @router.post(
     "/tables/{table_id}/rematch",
     response_model=RematchAnswer,
-    responses={**REJECTIONS, **_PENDING},
-    openapi_extra=_body(SeatActionRequest),
+    responses={**REJECTIONS, **PENDING},
+    openapi_extra=json_body(SeatActionRequest),
     summary="Agree to a rematch, and get this seat's token at its table",
     tags=["lobby"],
 )
@@ -154,13 +101,13 @@ async def rematch(table_id: str, request: Request, credentials: Credentials) -> 
     once), the rematch's table is opened with the same rules, match length, turn clock, names
     and bots, and each seat asking (again: idempotent) gets its token there."""
     gateway = gateway_of(request)
-    new_id = next_table_id(gateway, table_id)
-    gateway, command, seat = await _seat_command(
-        request, table_id, credentials, "rematch", next_table_id=new_id
+    new_id = next_table_id(gateway.tokens, table_id)
+    command, seat = await gateway.admission.seat_action(
+        request, table_id, token_of(credentials), "rematch", next_table_id=new_id
     )
-    answer = await submit(gateway, command, seat)
+    answer = await gateway.intake.submit(command, seat)
     if not answer.ok:
-        return answer_response(answer, command)
+        return answer.response(command)
     state = answer.result.get("rematch") or {}
     opened = state.get("table_id")
     body: dict[str, Any] = {

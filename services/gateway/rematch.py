@@ -15,23 +15,23 @@ from __future__ import annotations
 from typing import Any
 
 from engine.codes import Code
-from events import commands as wc
+from events.commands import Command, CreateTable, Join, RuleOptions
 from services.gateway.errors import ApiError
-from services.gateway.routes import submit
 from services.gateway.state import Gateway
+from services.tokens import SeatTokens
 
 _BASE32 = "abcdefghijklmnopqrstuvwxyz234567"
 
 
-def next_table_id(gateway: Gateway, table_id: str) -> str:
+def next_table_id(tokens: SeatTokens, table_id: str) -> str:
     """Return the id of the rematch's table of ``table_id``: ``t-`` and 12 base32 characters
     of an HMAC of the deployment secret."""
-    digest = gateway.auth.derive(f"rematch-table:{table_id}")
+    digest = tokens.derive(f"rematch-table:{table_id}")
     return "t-" + "".join(_BASE32[b & 31] for b in digest[:12])
 
 
 def _create_id(gateway: Gateway, new_id: str) -> str:
-    return "r-" + gateway.auth.derive(f"rematch-create:{new_id}").hex()[:22]
+    return "r-" + gateway.tokens.derive(f"rematch-create:{new_id}").hex()[:22]
 
 
 def _join_key(table_id: str, seat: int) -> str:
@@ -45,17 +45,17 @@ async def open_rematch(
     return ``seat``'s token there.  Raises ApiError ``rematch/conflict`` when the table or a
     seat was taken by someone else, ``view/not_ready`` or ``table/busy`` (retry)."""
     wait = gateway.settings.result_wait_ms / 1000
-    view = await gateway.views.wait(table_id, "public", min_version, wait)
+    view = await gateway.view_reader.wait(table_id, "public", min_version, wait)
     if view is None or view.get("version", 0) < min_version:
         raise ApiError(
             Code.VIEW_NOT_READY, f"table {table_id} has no view yet", headers={"Retry-After": "1"}
         )
     seats: list[dict[str, Any]] = view["seats"]
     bots = {s: str(h["bot"]) for s, h in enumerate(seats) if h and h.get("bot")}
-    create = wc.CreateTable(
+    create = CreateTable(
         table_id=new_id,
         command_id=_create_id(gateway, new_id),
-        rules=wc.RuleOptions.model_validate(view["rules"]),
+        rules=RuleOptions.model_validate(view["rules"]),
         deals=view["deals"],
         target_score=view["target_score"],
         turn_seconds=view["turn_seconds"],
@@ -66,16 +66,16 @@ async def open_rematch(
     for s, holder in enumerate(seats):
         if not holder or holder.get("bot"):
             continue
-        command_id = gateway.auth.join_command_id(new_id, _join_key(table_id, s))
-        join = wc.Join(table_id=new_id, command_id=command_id, seat=s, name=holder["name"])
+        command_id = gateway.tokens.join_command_id(new_id, _join_key(table_id, s))
+        join = Join(table_id=new_id, command_id=command_id, seat=s, name=holder["name"])
         await _done(gateway, join, f"seat {s} of the rematch was taken by someone else")
-        tokens[s] = gateway.auth.token(new_id, s, command_id)
+        tokens[s] = gateway.tokens.token(new_id, s, command_id)
     return tokens[seat]
 
 
-async def _done(gateway: Gateway, command: wc.Command, conflict: str) -> None:
+async def _done(gateway: Gateway, command: Command, conflict: str) -> None:
     """Send a rematch's command unless the store has its answer; raise unless it was applied."""
-    answer = await submit(gateway, command, None)
+    answer = await gateway.intake.submit(command, None)
     if answer.pending:
         opening = "the rematch's table is being opened; ask again"
         raise ApiError(Code.TABLE_BUSY, opening, status=503)

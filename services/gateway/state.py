@@ -9,43 +9,37 @@ from redis.asyncio import Redis
 from starlette.requests import HTTPConnection
 
 from services.archive.reads import ArchiveBackedStore, ArchiveReader, open_archive
-from services.gateway.auth import SeatAuth
+from services.gateway.admission import Admission
 from services.gateway.feed import DealTracker
 from services.gateway.hub import Hub
 from services.gateway.intake import Intake
 from services.gateway.live import Rooms
 from services.gateway.rate_limit import RateLimits, exempt_networks
-from services.gateway.views import Views
+from services.gateway.view_reader import ViewReader
 from services.log import get_logger
 from services.outage import OUTAGE_ERRORS, Outage, connect_when_up
 from services.settings import Settings
 from services.store.base import EventStore
 from services.store.redis_store import RedisEventStore
-from services.tokens import load_secret
+from services.tokens import SeatTokens, load_secret
 
 
 @dataclass
 class Gateway:
-    """Redis, the store, seat auth, the hub, command intake, views, live rooms and a logger."""
+    """Redis, the store, seat tokens, the admission and intake of commands, the hub, the view
+    reader, live rooms and a logger."""
 
     settings: Settings
     redis: Redis
     store: EventStore
-    auth: SeatAuth
-    hub: Hub
+    tokens: SeatTokens
+    admission: Admission
     intake: Intake
-    views: Views
+    hub: Hub
+    view_reader: ViewReader
     tracker: DealTracker
     rooms: Rooms
     log: Any
-    archived: ArchiveReader | None = None
-    """The archive of finished tables (``CONQUIAN_ARCHIVE_DIR``), None without one."""
-    limits: RateLimits | None = None
-    """How fast a seat or an address may send (``services.gateway.rate_limit``)."""
-
-    def is_archived(self, table_id: str) -> bool:
-        """Say whether the table's match is over and the table is in the archive."""
-        return self.archived is not None and self.archived.archive.exists(table_id)
 
     async def close(self) -> None:
         """Stop the rooms and the hub, and close the Redis client."""
@@ -74,23 +68,23 @@ async def open_gateway(settings: Settings) -> Gateway:
         except OUTAGE_ERRORS as error:
             await outage.wait(error)
     outage.ok()
+    tokens = SeatTokens(secret)
     hub = Hub(redis, settings.namespace, log)
     await hub.start()
-    views = Views(redis, keys, hub, archived)
+    view_reader = ViewReader(redis, keys, hub, archived)
     tracker = DealTracker(store)
     return Gateway(
         settings=settings,
         redis=redis,
         store=store,
-        auth=SeatAuth(redis, keys, secret, archived=archived),
+        tokens=tokens,
+        admission=Admission(redis, keys, tokens, limits=rate_limits(settings), archived=archived),
+        intake=Intake(redis, keys, hub, settings.result_wait_ms, log),
         hub=hub,
-        intake=Intake(redis, keys, hub, settings.result_wait_ms),
-        views=views,
+        view_reader=view_reader,
         tracker=tracker,
-        rooms=Rooms(hub, store, views, tracker, settings.resume_gap, log),
+        rooms=Rooms(hub, store, view_reader, tracker, settings.resume_gap, log),
         log=log,
-        archived=archived,
-        limits=rate_limits(settings),
     )
 
 

@@ -1,7 +1,8 @@
 """The WebSocket of a table: a seat's (or a spectator's) events and views, live, with resume.
 
 ``GET /tables/{table_id}/ws?token=<seat token>&after=<last version seen>``; the messages and
-close codes are in ``docs/api.md``.
+close codes are in ``docs/api.md``.  A command sent on the socket takes the path of
+``POST /tables/{id}/commands``: ``services.gateway.admission``, then ``services.gateway.intake``.
 """
 
 from __future__ import annotations
@@ -14,20 +15,16 @@ from typing import Any
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from engine.codes import Code, close_of
-from events.commands import MAX_COMMAND_BYTES
-from services.gateway import checks, metrics
-from services.gateway.auth import bearer
+from services.gateway import metrics
+from services.gateway.admission import bearer, check_table_id, client_address, version_param
 from services.gateway.errors import ApiError
 from services.gateway.live import Connection
-from services.gateway.routes import client_address, refuse_if_archived, refused, submit
 from services.gateway.state import Gateway, gateway_of
 
 router = APIRouter()
 
 CLOSE_NOT_FOUND = close_of(Code.TABLE_NOT_FOUND, 4404)
 """The close code of a refusal to open the socket whose code has no close code of its own."""
-MAX_MESSAGE_BYTES = MAX_COMMAND_BYTES + 1024
-"""A client message holds one command and a little framing."""
 
 
 @router.websocket("/tables/{table_id}/ws")
@@ -39,18 +36,16 @@ async def table_socket(
     await websocket.accept()
     token = token or bearer(websocket.headers.get("authorization"))
     try:
-        resume = checks.version_param("after", after)  # the rule of HTTP's ?after=
+        resume = version_param("after", after)  # the rule of HTTP's ?after=
     except ApiError as error:
         await _refuse(websocket, error, close_of(error.code, CLOSE_NOT_FOUND))
         return
     try:
-        checks.check_table_id(table_id)
+        check_table_id(table_id)
         head = await gateway.store.head(table_id)
         if head.version == 0:
             raise ApiError(Code.TABLE_NOT_FOUND, f"no table {table_id!r}")
-        seat = None if token is None else await gateway.auth.seat_of(table_id, token)
-        if token is not None and seat is None:
-            raise ApiError(Code.SEAT_BAD_TOKEN, "the token is no seat's on this table")
+        seat = await gateway.admission.viewer_seat(table_id, token)
     except ApiError as error:
         await _refuse(websocket, error, close_of(error.code, CLOSE_NOT_FOUND))
         return
@@ -130,33 +125,16 @@ async def _answer(
     raw: str,
     address: str | None,
 ) -> dict[str, Any]:
+    """Admit and submit one client message; return the ``result`` message answering it."""
     command_id: Any = None
     try:
-        if len(raw.encode()) > MAX_MESSAGE_BYTES:
-            too_large = f"a message is at most {MAX_MESSAGE_BYTES} bytes"
-            raise ApiError(Code.COMMAND_TOO_LARGE, too_large)
-        message = checks.json_object(raw.encode())
-        if message.get("kind") != "command" or not isinstance(message.get("command"), dict):
-            raise ApiError(
-                Code.COMMAND_UNKNOWN_TYPE,
-                'send {"kind": "command", "command": {...}}; no other message is taken',
-            )
-        command_id = message["command"].get("command_id")
-        if seat is None:
-            spectator = "a spectator sends no commands: connect with a token"
-            raise ApiError(Code.SEAT_REQUIRED, spectator)
-        if gateway.limits is not None:  # as POST /commands: the address's, then the seat's
-            gateway.limits.request(address)
-            gateway.limits.command(table_id, seat, address)
-        command = checks.seat_command(message["command"], table_id)
-        refuse_if_archived(gateway, table_id, Code.MOVE_MATCH_OVER)
-        if token is None or await gateway.auth.seat_of(table_id, token) != seat:  # given up
-            raise ApiError(Code.SEAT_BAD_TOKEN, "the seat was given up: its token is no seat's")
+        data = gateway.admission.socket_message(raw)
+        command_id = data.get("command_id")
+        command = await gateway.admission.socket_command(table_id, token, seat, data, address)
     except ApiError as error:
-        refused("unknown")
         reply = {"kind": "result", **error.body(), "table_id": table_id}
         if isinstance(command_id, str) and _is_text(command_id):
             reply["command_id"] = command_id
         return reply
-    answer = await submit(gateway, command, seat)
+    answer = await gateway.intake.submit(command, seat)
     return {"kind": "result", **answer.body(command)}

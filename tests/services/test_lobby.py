@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -12,8 +11,8 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from services import cli, lobby
-from services.gateway.auth import SeatAuth
 from services.gateway.rematch import next_table_id
+from services.tokens import SeatTokens
 from tests.services.gateway_stack import TEST_SECRET, Seat, Stack
 
 
@@ -356,8 +355,7 @@ async def test_no_rematch_before_the_end_nor_as_a_command(stack: Stack) -> None:
 
 async def test_a_rematch_table_taken_by_someone_else_is_a_conflict(stack: Stack) -> None:
     ana, bo = await finished(stack, "rm-3", deals=1)
-    auth = SeatAuth(None, stack.settings.keys, TEST_SECRET.encode())  # type: ignore[arg-type]
-    squatted = next_table_id(SimpleNamespace(auth=auth), "rm-3")  # type: ignore[arg-type]
+    squatted = next_table_id(SeatTokens(TEST_SECRET.encode()), "rm-3")
     await stack.create(table_id=squatted, deals=5)
     await rematch(stack, ana)
     response = await stack.http.post("/tables/rm-3/rematch", headers=bo.headers)

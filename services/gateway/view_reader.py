@@ -1,13 +1,12 @@
-"""A table's read models, read from Redis, waited for when asked to.
+"""Reading a viewer's view of a table from the store, waiting for a newer one when asked to.
 
-The engine worker (with each append) and the projector store a table's view parts
-(``public``, ``seat0``, ``seat1``) at ``KeySpace.table_view(table_id, part)``, each with the
-table ``version`` it was built to (``docs/services.md``).  A viewer (``public``, ``seat0``,
-``seat1``, ``spectator``) gets its view put together from the parts it needs, read in one
-``MGET`` (``services.view_parts.assemble``); the gateway decides nothing about what a viewer
-may see.  A table that left Redis has its parts read from the archive (``docs/archive.md``).
-A request that needs a view at least as new as a version (``min_version``, e.g. the version a
-command answered with) waits for a view hint on ``<ns>:views`` up to a deadline.
+The engine worker and the projector store a table's view parts (``public``, ``seat0``,
+``seat1``), each with the ``version`` it was built to (``docs/services.md``).  A viewer
+(``public``, ``seat0``, ``seat1``, ``spectator``) gets its view put together from the parts it
+needs, read in one ``MGET`` (``services.view_parts.assemble``): the gateway decides nothing
+about what a viewer may see.  A table that left Redis has its parts read from the archive
+(``docs/archive.md``).  A request may wait, up to a deadline, for a view at least as new as a
+version (``min_version``), woken by the view hints on ``<ns>:views``.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from services.gateway.hub import Hub
 from services.store.keys import KeySpace
 from services.view_parts import PUBLIC, assemble, parts_for, version_of
 
-__all__ = ["MAX_POLL", "Views"]
+__all__ = ["MAX_POLL", "ViewReader"]
 
 MAX_POLL = 0.5
 """The longest a view wait goes without re-reading the view: the most a lost hint delays it."""
@@ -38,8 +37,8 @@ def _parse(raw: bytes | str | None) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-class Views:
-    """Reads the views of tables and waits for newer ones."""
+class ViewReader:
+    """Reads viewers' views of tables from their stored parts and waits for newer ones."""
 
     def __init__(
         self, redis: Redis, keys: KeySpace, hub: Hub, archived: ArchiveReader | None = None
