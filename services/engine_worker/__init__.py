@@ -1,16 +1,14 @@
 """The engine worker: command streams in, decided and appended events out, one owner per shard.
 
-``python -m services.engine_worker`` or ``await run_worker(settings, stop)``.  Its loop,
-ownership, crash safety, bad input, poison commands, FastStream use, metrics and modules are in
-``docs/services.md`` ("Engine worker" and "Module notes").
+``python -m services.engine_worker`` or ``await run_worker(settings, stop)``.  Read
+``loop.py`` for what happens to a command, ``worker.py`` and ``runner.py`` for ownership and
+take-over; the rules are in ``docs/services.md`` ("Engine worker").
 """
 
-from services.engine_worker.entries import ID_PEEK_BYTES, parse_entry
+from services.engine_worker.entries import GROUP, ID_PEEK_BYTES, parse_entry
 from services.engine_worker.metrics import APPEND_SECONDS, COMMANDS
 from services.engine_worker.runner import ShardRunner
-from services.engine_worker.serve import main, run_worker
-from services.engine_worker.streams import GROUP
-from services.engine_worker.worker import MAX_DELIVERIES, POLL_MS, EngineWorker
+from services.engine_worker.worker import MAX_DELIVERIES, POLL_MS, EngineWorker, run_worker
 from services.hint_channels import results_channel
 
 __all__ = [
@@ -22,7 +20,6 @@ __all__ = [
     "POLL_MS",
     "EngineWorker",
     "ShardRunner",
-    "main",
     "parse_entry",
     "results_channel",
     "run_worker",

@@ -793,13 +793,13 @@ async def test_every_entry_is_acknowledged_when_the_worker_stops_right_after_a_b
 ) -> None:
     """Acknowledgements slower than the stop: the worker still waits for them before its
     leases go and it disconnects."""
-    from services.engine_worker import batch
+    from services.engine_worker import loop
 
     async def slow(*args: Any) -> None:
         await asyncio.sleep(0.3)
         await acknowledge(*args)
 
-    monkeypatch.setattr(batch, "acknowledge", slow)
+    monkeypatch.setattr(loop, "acknowledge", slow)
     table_ids = [table_on(settings, shard, f"A{shard}-") for shard in range(settings.shards)]
     async with running(settings) as worker:
         await eventually(lambda: len(worker.reading()) == settings.shards)
