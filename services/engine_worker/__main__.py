@@ -7,8 +7,8 @@ import os
 import signal
 import sys
 
-from services.collector import YOUNG_BACKSTOP, settle_long_lived
 from services.engine_worker.worker import run_worker
+from services.gc_tuning import YOUNG_BACKSTOP, settle_long_lived
 from services.log import configure
 from services.settings import load_settings
 

@@ -14,13 +14,13 @@ import redis.exceptions
 from faststream import FastStream
 from faststream.redis import RedisBroker
 
-from services.collector import collect_at_rest
 from services.engine_worker.answers import AcksInFlight, HintChannels
 from services.engine_worker.consumed import ConsumedTrim
 from services.engine_worker.entries import GROUP, RawEntry
 from services.engine_worker.loop import OwnedShard, ShardLoop
 from services.engine_worker.reader import STREAMS_FIELD, ShardStreamsSubscriber, subscribe_shards
 from services.engine_worker.runner import ShardRunner
+from services.gc_tuning import collect_at_rest
 from services.hint_channels import results_channel, views_channel
 from services.log import get_logger
 from services.outage import OUTAGE_ERRORS, Outage, connect_when_up
