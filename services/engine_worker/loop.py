@@ -166,13 +166,13 @@ class ShardLoop:
     async def _run(self, parts: list[_Part], hints: list[str]) -> None:
         """The parsed commands of every part, from triage to acknowledgement (every part's lock
         held)."""
-        for part in parts:
+        for part in parts:  # what waits, what is given up, what runs now
             part.run = await self._triage(part.shard, part.items, part.acks, hints)
         run = [e for part in parts for e in part.run]
-        results = await self._decide(parts, run)
+        results = await self._decide(parts, run)  # appended, with their views
         views = view_hints(results)
         results = await self._write_lobby(run, results)
-        dropped: list[list[bytes]] = []
+        dropped: list[list[bytes]] = []  # answered, deferred, or left to the next owner
         start = 0
         for part in parts:
             end = start + len(part.run)
@@ -187,7 +187,7 @@ class ShardLoop:
         acks = {p.shard.stream: p.acks for p in parts}
         await self.acks.send(acknowledge(self.client, self.channels, acks, hints, views), release)
 
-    # -- 1. parse -----------------------------------------------------------------------------
+    # -- parse --------------------------------------------------------------------------------
     def _parse(
         self,
         shard: OwnedShard,
@@ -213,7 +213,7 @@ class ShardLoop:
         shard.held.update(e.entry_id for e in items)
         return items
 
-    # -- 2. triage ----------------------------------------------------------------------------
+    # -- triage -------------------------------------------------------------------------------
     async def _triage(
         self, shard: OwnedShard, items: list[Entry], acks: list[bytes], hints: list[str]
     ) -> list[Entry]:
@@ -284,7 +284,7 @@ class ShardLoop:
             return Outcome(False, result)
         return None
 
-    # -- 3. decide and append -----------------------------------------------------------------
+    # -- decide and append --------------------------------------------------------------------
     async def _decide(self, parts: list[_Part], run: list[Entry]) -> list[BatchResult]:
         """Decide and append the commands together, each table's in order; a table whose
         shard's lease is not known to be ours any more is not appended (its result is None)."""
@@ -321,7 +321,7 @@ class ShardLoop:
             ]
         return list(results)
 
-    # -- 4. answer ----------------------------------------------------------------------------
+    # -- answer -------------------------------------------------------------------------------
     async def _answer(
         self, part: _Part, results: Sequence[BatchResult], hints: list[str]
     ) -> list[bytes]:
