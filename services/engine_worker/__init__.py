@@ -5,22 +5,7 @@
 take-over; the rules are in ``docs/services.md`` ("Engine worker").
 """
 
-from services.engine_worker.entries import GROUP, ID_PEEK_BYTES, parse_entry
-from services.engine_worker.metrics import APPEND_SECONDS, COMMANDS
-from services.engine_worker.runner import ShardRunner
-from services.engine_worker.worker import MAX_DELIVERIES, POLL_MS, EngineWorker, run_worker
-from services.hint_channels import results_channel
+from services.engine_worker.entries import GROUP
+from services.engine_worker.worker import EngineWorker, run_worker
 
-__all__ = [
-    "APPEND_SECONDS",
-    "COMMANDS",
-    "GROUP",
-    "ID_PEEK_BYTES",
-    "MAX_DELIVERIES",
-    "POLL_MS",
-    "EngineWorker",
-    "ShardRunner",
-    "parse_entry",
-    "results_channel",
-    "run_worker",
-]
+__all__ = ["GROUP", "EngineWorker", "run_worker"]
