@@ -25,7 +25,6 @@ from engine.state import Match
 from events import commands as wc
 from events.mapping import to_wire_command
 from services import log as service_log
-from services.collector import settle_long_lived
 from services.feed_follower import (
     FeedFollower,
     between_deals,
@@ -35,6 +34,7 @@ from services.feed_follower import (
     time_ms,
     unique_tables,
 )
+from services.gc_tuning import settle_long_lived
 from services.lru import Lru
 from services.outage import connect_when_up
 from services.settings import Settings, load_settings

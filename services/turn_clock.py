@@ -20,7 +20,6 @@ from engine.state import Match, Phase
 from events import commands as wc
 from events.mapping import to_wire_command
 from services import log as service_log
-from services.collector import settle_long_lived
 from services.feed_follower import (
     FeedFollower,
     between_deals,
@@ -30,6 +29,7 @@ from services.feed_follower import (
     time_ms,
     unique_tables,
 )
+from services.gc_tuning import settle_long_lived
 from services.lru import Lru
 from services.outage import OUTAGE_ERRORS, Outage, connect_when_up, pause
 from services.settings import Settings, load_settings

@@ -1,87 +1,37 @@
-"""How the engine worker answers its entries: hints, metrics, logs, the give-up record, the XACK."""
+"""How the engine worker answers its entries: each command's hint, count and log line, then the
+batch's XACK and hints in one round trip, sent while the next batch is read (AcksInFlight)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
+from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from engine.codes import Code
 from services import compact_json
-from services.engine_worker.entries import _Entry, _Malformed
-from services.engine_worker.metrics import _ACCEPTED, _DUPLICATE, _REJECTED
-from services.engine_worker.streams import GROUP
+from services.engine_worker.entries import GROUP, Entry, Malformed
+from services.engine_worker.metrics import ACCEPTED, DUPLICATE, REJECTED
 from services.hint_channels import hint_dropped
-from services.store.base import VersionConflict
-from services.store.keys import command_key
-from services.table_service import MAX_CONFLICT_RETRIES, Outcome
-
-if TYPE_CHECKING:
-    from services.engine_worker.runner import ShardRunner
-    from services.engine_worker.worker import EngineWorker
+from services.table_service import Outcome
 
 
-# -- poison -----------------------------------------------------------------------------------
-async def give_up(runner: ShardRunner, entry: _Entry) -> Outcome | None:
-    """Record ``command/failed`` under the command id (None if that failed too)."""
-    result = {
-        "ok": False,
-        "code": Code.COMMAND_FAILED,
-        "message": f"given up after {entry.tries} deliveries; {entry.error or 'no error'}",
-    }
-    try:
-        return await _record_failure(runner, entry, result)
-    except Exception:
-        runner.log.exception(
-            "could not record a failed command", command_id=entry.command.command_id
-        )
-    return None
+@dataclass(frozen=True)
+class HintChannels:
+    """Where the hints go (``services.hint_channels``), and the share of hint messages dropped
+    on purpose (``Settings.drop_hints``, a fault for tests)."""
+
+    results: str
+    views: str
+    drop: float = 0.0
 
 
-async def _record_failure(
-    runner: ShardRunner, entry: _Entry, result: dict[str, Any]
-) -> Outcome | None:
-    """Append ``result`` with no events under the command id, retrying version conflicts."""
-    command = entry.command
-    store = runner.worker.store
-    for _ in range(MAX_CONFLICT_RETRIES):
-        if not runner.may_append():
-            return None
-        head = await store.head(command.table_id)
-        try:
-            appended = await store.append(
-                command.table_id,
-                head.version,
-                head.hash,
-                command_key(command.command_id, entry.seat),
-                (),
-                compact_json.dumps(result),
-            )
-        except VersionConflict:
-            continue
-        if appended.duplicate:
-            first = json.loads(appended.result) if appended.result else {}
-            return Outcome(bool(first.get("ok")), first, True)
-        runner.log.error(
-            "command given up",
-            table=command.table_id,
-            command_id=command.command_id,
-            seat=entry.seat,
-            tries=entry.tries,
-            error=entry.error,
-        )
-        return Outcome(False, result)
-    return None
-
-
-# -- answers ----------------------------------------------------------------------------------
-def malformed(runner: ShardRunner, bad: _Malformed, hints: list[str]) -> None:
-    """Count and log an entry that is not a command; add its hint when it has a command id."""
-    _REJECTED.inc()
-    runner.log.info(
+def malformed(bad: Malformed, log: Any) -> str | None:
+    """Count and log an entry that is not a command; return its hint when it has a command id."""
+    REJECTED.inc()
+    log.info(
         "malformed command entry",
         entry=bad.entry_id.decode("ascii", "replace"),
         table=bad.table_id,
@@ -89,44 +39,35 @@ def malformed(runner: ShardRunner, bad: _Malformed, hints: list[str]) -> None:
         code=bad.code,
         message=bad.message[:200],
     )
-    if bad.command_id is not None:
-        result = {"ok": False, "code": bad.code, "message": bad.message}
-        hints.append(
-            compact_json.dumps(
-                {"table_id": bad.table_id, "command_id": bad.command_id, "result": result}
-            )
-        )
-
-
-async def answered(runner: ShardRunner, entry: _Entry, outcome: Outcome, hints: list[str]) -> None:
-    """Add the hint of a decided command, count and log it, call the after-append hook."""
-    command = entry.command
-    hints.append(
-        compact_json.dumps(
-            {
-                "table_id": command.table_id,
-                "command_id": command.command_id,
-                "seat": entry.seat,
-                "result": outcome.result,
-            }
-        )
+    if bad.command_id is None:
+        return None
+    result = {"ok": False, "code": bad.code, "message": bad.message}
+    return compact_json.dumps(
+        {"table_id": bad.table_id, "command_id": bad.command_id, "result": result}
     )
+
+
+def answered(entry: Entry, outcome: Outcome, log: Any) -> str:
+    """Count and log a decided command; return its hint."""
     if outcome.duplicate:
-        _DUPLICATE.inc()
+        DUPLICATE.inc()
     elif outcome.ok:
-        _ACCEPTED.inc()
+        ACCEPTED.inc()
     else:
-        _REJECTED.inc()
-    log = runner.worker.command_log
+        REJECTED.inc()
     _log_outcome(log, entry, outcome)
-    if outcome.ok and not outcome.duplicate and outcome.table is not None:
-        try:
-            await runner.worker.after_append(outcome.table, outcome)
-        except Exception:
-            log.exception("after_append failed", table=command.table_id)
+    command = entry.command
+    return compact_json.dumps(
+        {
+            "table_id": command.table_id,
+            "command_id": command.command_id,
+            "seat": entry.seat,
+            "result": outcome.result,
+        }
+    )
 
 
-def _log_outcome(log: Any, entry: _Entry, outcome: Outcome) -> None:
+def _log_outcome(log: Any, entry: Entry, outcome: Outcome) -> None:
     """Log a rejection at info, an acceptance or a duplicate at debug."""
     command = entry.command
     if not outcome.ok and not outcome.duplicate:
@@ -151,7 +92,8 @@ def _log_outcome(log: Any, entry: _Entry, outcome: Outcome) -> None:
 
 
 async def acknowledge(
-    worker: EngineWorker,
+    client: Redis,
+    channels: HintChannels,
     acks: Mapping[str, Sequence[bytes]],
     hints: Sequence[str],
     views: Sequence[str] = (),
@@ -162,17 +104,16 @@ async def acknowledge(
     streams = {stream: ids for stream, ids in acks.items() if ids}
     if not streams and not hints and not views:
         return
-    drop = worker.settings.drop_hints  # a fault for tests
     messages = [
         (channel, lines)
-        for channel, lines in ((worker.results_channel, hints), (worker.views_channel, views))
-        if lines and not hint_dropped(drop)
+        for channel, lines in ((channels.results, hints), (channels.views, views))
+        if lines and not hint_dropped(channels.drop)
     ]
-    async with worker.client.pipeline(transaction=False) as pipe:
+    async with client.pipeline(transaction=False) as pipe:
         for stream, ids in streams.items():
             pipe.xack(stream, GROUP, *ids)
-        if isinstance(worker.client, RedisCluster):  # its pipelines refuse PUBLISH: beside it
-            publish = (worker.client.publish(c, "\n".join(lines)) for c, lines in messages)
+        if isinstance(client, RedisCluster):  # its pipelines refuse PUBLISH: beside it
+            publish = (client.publish(c, "\n".join(lines)) for c, lines in messages)
             await asyncio.gather(pipe.execute(), *publish)
             return
         for channel, lines in messages:

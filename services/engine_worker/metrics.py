@@ -18,6 +18,6 @@ COMMAND_BACKLOG = Gauge(
     "delivered yet), as of the last sweep of the worker that owns the shard.",
     ["shard"],
 )
-_ACCEPTED = COMMANDS.labels(result="accepted")
-_REJECTED = COMMANDS.labels(result="rejected")
-_DUPLICATE = COMMANDS.labels(result="duplicate")
+ACCEPTED = COMMANDS.labels(result="accepted")
+REJECTED = COMMANDS.labels(result="rejected")
+DUPLICATE = COMMANDS.labels(result="duplicate")

@@ -14,6 +14,7 @@ from faststream._internal.broker.registrator import Registrator
 from faststream._internal.endpoint.subscriber.call_item import CallsCollection
 from faststream.middlewares import AckPolicy
 from faststream.redis import RedisBroker, StreamSub
+from faststream.redis.message import FAKE_CONSUMER, RedisBatchStreamMessage
 from faststream.redis.subscriber.config import (
     RedisSubscriberConfig,
     RedisSubscriberSpecificationConfig,
@@ -35,6 +36,18 @@ STREAMS_FIELD = "streams"
 """The key of the batch message that names each entry's stream (aligned with the ids)."""
 
 Handler = Callable[[Mapping[str, Any]], Awaitable[None]]
+
+
+async def _raw_batch(message: Mapping[str, Any]) -> RedisBatchStreamMessage:
+    """FastStream parser: keep the raw entries (ids and field maps), decode nothing."""
+    return RedisBatchStreamMessage(
+        raw_message=message, body=b"", consumer=FAKE_CONSUMER, group=None
+    )
+
+
+async def _raw_entries(message: RedisBatchStreamMessage) -> Mapping[str, Any]:
+    """FastStream decoder: the raw entries (``message_ids`` and ``data``) are the body."""
+    return message.raw_message
 
 
 class ShardStreamsSubscriber(StreamBatchSubscriber):
@@ -194,12 +207,11 @@ def subscribe_shards(
     consumer: str,
     max_records: int,
     polling_ms: int,
-    parser: Callable[..., Awaitable[Any]],
-    decoder: Callable[..., Awaitable[Any]],
 ) -> ShardStreamsSubscriber:
     """Register a :class:`ShardStreamsSubscriber` on ``broker`` (started with the broker, or
     by its own ``start()``), built the way ``broker.subscriber(stream=StreamSub(batch=True))``
-    builds FastStream's own, with the manual ack policy and no replies.
+    builds FastStream's own, with the manual ack policy and no replies; the handler gets the
+    raw entries (``message_ids``, ``data`` and :data:`STREAMS_FIELD`), none decoded.
 
     ``name`` labels the subscriber in FastStream's logs; ``max_records`` is XREADGROUP's COUNT
     (per stream); ``polling_ms`` its BLOCK.
@@ -229,6 +241,6 @@ def subscribe_shards(
         config, specification, calls, streams=streams, group=group, consumer=consumer
     )
     Registrator.subscriber(broker, subscriber, persistent=False)
-    subscriber.add_call(parser_=parser, decoder_=decoder, dependencies_=())
+    subscriber.add_call(parser_=_raw_batch, decoder_=_raw_entries, dependencies_=())
     subscriber(handler)
     return subscriber

@@ -1,5 +1,5 @@
-"""The engine worker: shard leases, one runner per owned shard, one reader of their streams,
-the FastStream app and broker."""
+"""The engine worker process: shard leases, one runner per owned shard, one reader of their
+streams feeding the shard loop (``.loop``), the FastStream app and broker; ``run_worker``."""
 
 from __future__ import annotations
 
@@ -13,19 +13,17 @@ import redis.asyncio
 import redis.exceptions
 from faststream import FastStream
 from faststream.redis import RedisBroker
-from faststream.redis.message import FAKE_CONSUMER, RedisBatchStreamMessage
 
-from services.collector import collect_at_rest
-from services.engine_worker.answers import AcksInFlight
-from services.engine_worker.batch import process_batches
+from services.engine_worker.answers import AcksInFlight, HintChannels
 from services.engine_worker.consumed import ConsumedTrim
-from services.engine_worker.entries import _RawEntry
+from services.engine_worker.entries import GROUP, RawEntry
+from services.engine_worker.loop import OwnedShard, ShardLoop
 from services.engine_worker.reader import STREAMS_FIELD, ShardStreamsSubscriber, subscribe_shards
 from services.engine_worker.runner import ShardRunner
-from services.engine_worker.streams import GROUP
+from services.gc_tuning import collect_at_rest
 from services.hint_channels import results_channel, views_channel
 from services.log import get_logger
-from services.outage import OUTAGE_ERRORS, Outage
+from services.outage import OUTAGE_ERRORS, Outage, connect_when_up
 from services.settings import Settings
 from services.shard_leases import ShardLeases
 from services.store.client import connect, make_broker
@@ -43,18 +41,6 @@ POLL_MS = 100
 MAX_TICK_S = 0.25
 """The longest pause between two lease ticks (heartbeat, renewals, taking free shards): a
 dead owner's shard is taken at most this long after its lease expires."""
-
-
-async def _raw_batch(message: Mapping[str, Any]) -> RedisBatchStreamMessage:
-    """FastStream parser: keep the raw entries (ids and field maps), decode nothing."""
-    return RedisBatchStreamMessage(
-        raw_message=message, body=b"", consumer=FAKE_CONSUMER, group=None
-    )
-
-
-async def _raw_entries(message: RedisBatchStreamMessage) -> Mapping[str, Any]:
-    """FastStream decoder: the raw entries (``message_ids`` and ``data``) are the body."""
-    return message.raw_message
 
 
 class EngineWorker:
@@ -78,14 +64,18 @@ class EngineWorker:
         self.worker_id = settings.worker_id
         self.max_deliveries = max_deliveries
         self.poll_ms = poll_ms
-        self.results_channel = results_channel(settings.namespace)
-        self.views_channel = views_channel(settings.namespace)
+        self.channels = HintChannels(
+            results_channel(settings.namespace),
+            views_channel(settings.namespace),
+            settings.drop_hints,
+        )
         self.client: redis.asyncio.Redis = connect(settings.redis_url, call_timeouts=False)
         self.store = RedisEventStore(
             self.client, settings.keys, finished_ids_ms=settings.finished_command_ids_ms or None
         )
         self._service_factory = service_factory
         self._service: TableService | None = None
+        self._loop: ShardLoop | None = None
         self.leases = ShardLeases(self.client, settings.keys, self.worker_id, settings.lease_ms)
         self.trim_consumed = ConsumedTrim(self.client, GROUP)
         self.runners: dict[int, ShardRunner] = {}
@@ -115,8 +105,6 @@ class EngineWorker:
             consumer=self.worker_id,
             max_records=settings.batch_size,
             polling_ms=poll_ms,
-            parser=_raw_batch,
-            decoder=_raw_entries,
         )
         self.started = False
 
@@ -126,6 +114,13 @@ class EngineWorker:
         if self._service is None:
             raise RuntimeError("the worker has not started")
         return self._service
+
+    @property
+    def loop(self) -> ShardLoop:
+        """The shard loop that decides every batch (available after :meth:`start`)."""
+        if self._loop is None:
+            raise RuntimeError("the worker has not started")
+        return self._loop
 
     @property
     def owned(self) -> set[int]:
@@ -149,7 +144,7 @@ class EngineWorker:
 
         An entry of a shard no longer ours stays pending: its next owner claims it."""
         runners = {r.stream: r for r in self.runners.values()}
-        batches: dict[ShardRunner, list[_RawEntry]] = {}
+        batches: dict[OwnedShard, list[RawEntry]] = {}
         for entry_id, fields, stream in zip(
             raw["message_ids"], raw["data"], raw[STREAMS_FIELD], strict=True
         ):
@@ -157,7 +152,7 @@ class EngineWorker:
             if runner is not None:
                 batches.setdefault(runner, []).append((entry_id, fields))
         if batches:
-            await process_batches(self, batches)
+            await self.loop.process(batches)
         collect_at_rest()  # the batch's objects are gone: what is young now is what it kept
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -169,6 +164,7 @@ class EngineWorker:
         while True:
             try:
                 self._service = await self._build_service()
+                self._loop = self._build_loop(self._service)
                 await self.create_groups()
                 await self.leases.heartbeat()
                 break
@@ -198,6 +194,21 @@ class EngineWorker:
         if deal_key:
             self.log.warning("insecure deal key set: every deck is predictable")
         return service
+
+    def _build_loop(self, service: TableService) -> ShardLoop:
+        return ShardLoop(
+            service,
+            self.store,
+            self.client,
+            self.settings.keys,
+            channels=self.channels,
+            acks=self.acks,
+            max_deliveries=self.max_deliveries,
+            retry_cap_s=self.settings.claim_idle_ms / 1e3,
+            log=self.log,
+            command_log=self.command_log,
+            after_append=self.after_append,
+        )
 
     async def create_groups(self) -> None:
         """XGROUP CREATE MKSTREAM at id 0 on every command stream (an existing group stays)."""
@@ -265,7 +276,16 @@ class EngineWorker:
         free = mine + [s for s in candidates if owners[s] is None]
         taken, sent = await self.leases.acquire(free[:wanted])
         for shard in taken:
-            runner = ShardRunner(self, shard, sent + self.settings.lease_ms / 1000)
+            runner = ShardRunner(
+                shard,
+                sent + self.settings.lease_ms / 1000,
+                loop=self.loop,
+                settings=self.settings,
+                consumer=self.worker_id,
+                trim=self.trim_consumed,
+                settled=self.reader.settled,
+                settle_seconds=self.settle_seconds,
+            )
             self.runners[shard] = runner
             runner.start()
             self.log.info("shard taken", shard=shard, share=share, live=live)
@@ -312,3 +332,18 @@ class EngineWorker:
 async def _wait(event: asyncio.Event, seconds: float) -> None:
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(event.wait(), seconds)
+
+
+async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> None:
+    """Run an engine worker until ``stop`` is set (forever when None), then stop cleanly."""
+    stop = stop or asyncio.Event()
+    probe = await connect_when_up(settings.redis_url, get_logger("engine_worker"), stop)
+    if probe is None:  # stopped before Redis answered
+        return
+    await probe.aclose()
+    worker = EngineWorker(settings)
+    try:
+        await worker.start(stop)
+        await worker.run(stop)
+    finally:
+        await worker.close()

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 from typing import Any
 
-from services.collector import settle_long_lived
+from services.gc_tuning import settle_long_lived
 from services.log import configure
 from services.settings import Settings, load_settings
 

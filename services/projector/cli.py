@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from services.collector import YOUNG_BACKSTOP, settle_long_lived
+from services.gc_tuning import YOUNG_BACKSTOP, settle_long_lived
 from services.project_cli import arguments
 from services.projector.records import ProjectorBusy
 from services.projector.run import Projector, projector_for, run_projector

@@ -12,7 +12,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from services.collector import collect_at_rest
+from services.gc_tuning import collect_at_rest
 from services.log import get_logger
 from services.outage import OUTAGE_ERRORS, Outage, connect_when_up
 from services.projector.rebuild import ProjectorRebuild

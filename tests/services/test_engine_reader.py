@@ -12,7 +12,6 @@ from faststream.redis.subscriber.usecases import StreamBatchSubscriber
 from test_engine_worker import eventually  # the test folder is on sys.path
 
 from services.engine_worker.reader import STREAMS_FIELD, ShardStreamsSubscriber, subscribe_shards
-from services.engine_worker.worker import _raw_batch, _raw_entries
 
 
 def _reader(
@@ -31,8 +30,6 @@ def _reader(
         consumer="c1",
         max_records=10,
         polling_ms=50,
-        parser=_raw_batch,
-        decoder=_raw_entries,
     )
 
 

@@ -20,7 +20,16 @@ from played_tables import folded_views, read_views  # tests/services on sys.path
 from prometheus_client import REGISTRY
 from redis.asyncio.connection import Connection, parse_url
 
-from events import commands as wc
+from events.commands import (
+    Command,
+    CommandModel,
+    CreateTable,
+    Discard,
+    Join,
+    NextDeal,
+    Resign,
+    Turn,
+)
 from services.engine_worker import GROUP, EngineWorker
 from services.engine_worker.answers import AcksInFlight, acknowledge
 from services.hint_channels import results_channel, views_channel
@@ -109,14 +118,14 @@ def table_on(settings: Settings, shard: int, prefix: str = "T") -> str:
 async def send(
     client: redis.asyncio.Redis,
     settings: Settings,
-    command: dict[str, Any] | wc.CommandModel | bytes,
+    command: dict[str, Any] | CommandModel | bytes,
     seat: int | None = None,
     *,
     shard: int | None = None,
     fields: dict[str, bytes | str] | None = None,
 ) -> bytes:
     """XADD a command entry (fields ``c``, ``s``, ``r``) to its table's command stream."""
-    if isinstance(command, wc.CommandModel):
+    if isinstance(command, CommandModel):
         raw = command.model_dump_json(exclude_none=True).encode()
         table_id: str | None = command.table_id
     elif isinstance(command, dict):
@@ -155,11 +164,11 @@ async def result_of(
         await asyncio.sleep(0.01)
 
 
-def opening(table_id: str) -> list[wc.CommandModel]:
+def opening(table_id: str) -> list[CommandModel]:
     return [
-        wc.CreateTable(table_id=table_id, command_id=f"create-{table_id}"),
-        wc.Join(table_id=table_id, command_id=f"join0-{table_id}", name="ann"),
-        wc.Join(table_id=table_id, command_id=f"join1-{table_id}", name="bob"),
+        CreateTable(table_id=table_id, command_id=f"create-{table_id}"),
+        Join(table_id=table_id, command_id=f"join0-{table_id}", name="ann"),
+        Join(table_id=table_id, command_id=f"join1-{table_id}", name="bob"),
     ]
 
 
@@ -323,7 +332,7 @@ async def test_a_finished_tables_command_ids_go_after_the_set_time(
             for command in opening(table_id):
                 await send(redis_client, settings, command)
             assert (await result_of(store, table_id, f"join1-{table_id}"))["ok"] is True
-        await send(redis_client, settings, wc.Resign(table_id="F1", command_id="resign-F1"), 0)
+        await send(redis_client, settings, Resign(table_id="F1", command_id="resign-F1"), 0)
         assert (await result_of(store, "F1", "resign-F1", 0))["ok"] is True
     finished = await redis_client.pttl(settings.keys.command_ids("F1"))
     assert 0 < finished <= 60_000
@@ -392,7 +401,7 @@ async def test_each_entry_is_acked_and_hinted_once(
     hint (a batch's hints go out as one message, one a line)."""
     table_id = table_on(settings, 3)
     create, join0, join1 = opening(table_id)
-    stale = wc.NextDeal(table_id=table_id, command_id=f"stale-{table_id}", expected_version=1)
+    stale = NextDeal(table_id=table_id, command_id=f"stale-{table_id}", expected_version=1)
     async with Hints(redis_client, settings) as hints, running(settings):
         for command, seat in ((create, None), (join0, None), (join0, None), (stale, 0)):
             await send(redis_client, settings, command, seat)
@@ -424,16 +433,16 @@ async def test_rejections_are_recorded_and_change_nothing(
         assert table.match is not None and table.match.to_act is not None
         seat = table.match.to_act
         head = await store.head(table_id)
-        cases: list[tuple[wc.CommandModel, int | None, str]] = [
-            (wc.Turn(table_id=table_id, command_id="wrong-seat"), 1 - seat, "move/not_your_turn"),
-            (wc.Discard(table_id=table_id, command_id="illegal-1", card="7H"), seat, "move/"),
+        cases: list[tuple[CommandModel, int | None, str]] = [
+            (Turn(table_id=table_id, command_id="wrong-seat"), 1 - seat, "move/not_your_turn"),
+            (Discard(table_id=table_id, command_id="illegal-1", card="7H"), seat, "move/"),
             (
-                wc.Turn(table_id=table_id, command_id="stale-ver", expected_version=2),
+                Turn(table_id=table_id, command_id="stale-ver", expected_version=2),
                 seat,
                 "command/stale_version",
             ),
-            (wc.Turn(table_id=table_id, command_id="no-seat-1"), None, "seat/required"),
-            (wc.Join(table_id=table_id, command_id="full-join", name="cy"), None, "table/full"),
+            (Turn(table_id=table_id, command_id="no-seat-1"), None, "seat/required"),
+            (Join(table_id=table_id, command_id="full-join", name="cy"), None, "table/full"),
         ]
         for command, sender, _ in cases:
             await send(redis_client, settings, command, sender)
@@ -445,7 +454,7 @@ async def test_rejections_are_recorded_and_change_nothing(
             assert (await hints.wait(command.command_id))["result"] == result
         assert await store.head(table_id) == head  # nothing appended
         # the table still plays: the seat to act turns the card
-        await send(redis_client, settings, wc.Turn(table_id=table_id, command_id="turn-ok-1"), seat)
+        await send(redis_client, settings, Turn(table_id=table_id, command_id="turn-ok-1"), seat)
         assert (await result_of(store, table_id, "turn-ok-1", seat))["ok"] is True
     assert await pending(redis_client, settings) == 0
 
@@ -671,7 +680,7 @@ class Exploding(TableService):
         self.boom = boom
         self.attempts = 0
 
-    def decide(self, table: Table, command: wc.Command, seat: int | None) -> Decision:
+    def decide(self, table: Table, command: Command, seat: int | None) -> Decision:
         if command.command_id in self.boom:
             self.attempts += 1
             raise RuntimeError(f"bug triggered by {command.command_id}")
@@ -793,13 +802,13 @@ async def test_every_entry_is_acknowledged_when_the_worker_stops_right_after_a_b
 ) -> None:
     """Acknowledgements slower than the stop: the worker still waits for them before its
     leases go and it disconnects."""
-    from services.engine_worker import batch
+    from services.engine_worker import loop
 
     async def slow(*args: Any) -> None:
         await asyncio.sleep(0.3)
         await acknowledge(*args)
 
-    monkeypatch.setattr(batch, "acknowledge", slow)
+    monkeypatch.setattr(loop, "acknowledge", slow)
     table_ids = [table_on(settings, shard, f"A{shard}-") for shard in range(settings.shards)]
     async with running(settings) as worker:
         await eventually(lambda: len(worker.reading()) == settings.shards)

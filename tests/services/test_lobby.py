@@ -135,7 +135,7 @@ async def test_an_older_row_never_replaces_a_newer_one(stack: Stack, redis_clien
 async def test_a_failed_lobby_write_is_retried_until_written(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from services.engine_worker import batch
+    from services.engine_worker import loop
 
     calls: list[list[str]] = []
 
@@ -146,7 +146,7 @@ async def test_a_failed_lobby_write_is_retried_until_written(
             raise RedisConnectionError("the lobby is away")
         await lobby.write_rows(redis, keys, rows, now)
 
-    monkeypatch.setattr(batch, "write_rows", flaky)
+    monkeypatch.setattr(loop, "write_rows", flaky)
     await stack.create(table_id="flaky-1", deals=1)
     for _ in range(200):
         if (await listed(stack))["tables"]:

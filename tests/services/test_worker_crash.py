@@ -36,8 +36,8 @@ import pytest
 import redis.asyncio
 
 from engine.bots import RandomBot
-from events import commands as wc
 from events.chain import verify_chain
+from events.commands import CommandModel, CreateTable, Join, Turn
 from events.mapping import to_wire_command
 from services import cli
 from services.engine_worker import GROUP
@@ -116,7 +116,7 @@ class Client:
     duplicates: int = 0
     stale: int = 0
 
-    async def submit(self, command: wc.CommandModel, seat: int | None, twice: bool) -> Any:
+    async def submit(self, command: CommandModel, seat: int | None, twice: bool) -> Any:
         fields: dict[Any, Any] = {
             "c": command.model_dump_json(exclude_none=True),
             "s": "" if seat is None else str(seat),
@@ -141,10 +141,10 @@ class Client:
     async def play(self, table_id: str, seed: int) -> None:
         """Play one table to the end of its match, one command at a time."""
         rng = random.Random(seed)
-        opening: list[wc.CommandModel] = [
-            wc.CreateTable(table_id=table_id, command_id=f"{table_id}-create"),
-            wc.Join(table_id=table_id, command_id=f"{table_id}-join-0", name="ann"),
-            wc.Join(table_id=table_id, command_id=f"{table_id}-join-1", name="bob"),
+        opening: list[CommandModel] = [
+            CreateTable(table_id=table_id, command_id=f"{table_id}-create"),
+            Join(table_id=table_id, command_id=f"{table_id}-join-0", name="ann"),
+            Join(table_id=table_id, command_id=f"{table_id}-join-1", name="bob"),
         ]
         for command in opening:
             assert (await self.submit(command, None, rng.random() < 0.1))["ok"] is True
@@ -160,7 +160,7 @@ class Client:
                 return
             step += 1
             if rng.random() < 0.05 and table.version > 1:  # a move sent from an old view
-                stale = wc.Turn(
+                stale = Turn(
                     table_id=table_id,
                     command_id=f"{table_id}-stale-{step:04d}",
                     expected_version=table.version - 1,

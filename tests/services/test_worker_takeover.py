@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio
 
-from events import commands as wc
+from events.commands import CreateTable
 from services.settings import load_settings
 from services.shard_leases import lease_key
 from services.store.redis_store import RedisEventStore
@@ -92,7 +92,7 @@ async def test_a_live_worker_takes_over_a_dead_ones_shards(
                     t for i in range(n * 1000, n * 1000 + 10_000)
                     if keys.shard_of(t := f"tk{shard}-{lane}-{i}") == shard
                 )  # fmt: skip
-                command = wc.CreateTable(table_id=table, command_id=f"create-{table}")
+                command = CreateTable(table_id=table, command_id=f"create-{table}")
                 fields = {"c": command.model_dump_json(exclude_none=True), "s": "",
                           "r": str(int(time.time() * 1000))}  # fmt: skip
                 began = time.monotonic()

@@ -1,4 +1,4 @@
-"""The cyclic garbage collector, set for a long-running service.
+"""Tuning the cyclic garbage collector for a long-running service.
 
 :func:`settle_long_lived` freezes what survived full collections; :func:`collect_at_rest`
 collects between two batches.  Why, with the measured pauses: ``docs/performance.md``.
