@@ -28,7 +28,7 @@ from services.selfplay import SelfplayConfig, record_selfplay
 from services.store import KeySpace, MemoryEventStore, RedisEventStore
 from services.store.base import AppendRequest
 from services.store.client import connect
-from services.views_fold import TableFold
+from services.tables.stored_parts import TableFold
 
 NS = "bench"
 SHARDS = 16

@@ -61,7 +61,7 @@ async def record_lobby(store: RedisEventStore, tables: int, seed: int) -> None:
     from engine.bots import RandomBot
     from events.commands import Command, CreateTable, Join, LeaveTable, Rematch
     from events.mapping import to_wire_command
-    from services.table_service import TableService
+    from services.tables.service import TableService
 
     rng = random.Random(seed)
     bot = RandomBot()

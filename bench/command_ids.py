@@ -23,7 +23,7 @@ from bench.namespaces import delete_namespace
 from services.store import AppendRequest, KeySpace, RedisEventStore, command_key
 from services.store.client import connect
 from services.store.keys import other_command_keys
-from services.table_service import ID_TAKEN
+from services.tables.service import ID_TAKEN
 
 WAYS = ("no check", "check, 1-byte refusal", "check, real refusal")
 

@@ -26,8 +26,8 @@ from services.redis_server import LocalRedis
 from services.store import MemoryEventStore
 from services.store.client import connect
 from services.store.keys import KeySpace
-from services.table import SeatHolder, Table
-from services.table_service import TableService
+from services.tables.service import TableService
+from services.tables.table import SeatHolder, Table
 
 
 async def _template() -> Table:

@@ -17,7 +17,7 @@ from engine.bots import make_bot
 from events.commands import Command, CreateTable, Join, NextDeal
 from events.mapping import to_wire_command
 from services.store import MemoryEventStore
-from services.table_service import TableService
+from services.tables.service import TableService
 
 DEAL_KEY = "5eed" * 8
 """The insecure deal key of the benchmark (hex): the worker deals what the generator dealt."""

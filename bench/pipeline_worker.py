@@ -39,7 +39,7 @@ from services.settings import load_settings
 from services.store import MemoryEventStore, RedisEventStore
 from services.store.client import connect
 from services.store.keys import command_key
-from services.table_service import TableService
+from services.tables.service import TableService
 
 SEED = bytes(range(32))
 

@@ -41,8 +41,8 @@ from services.settings import Settings, load_settings
 from services.store.base import FeedEntry
 from services.store.keys import KeySpace
 from services.store.redis_store import RedisEventStore
-from services.table import Table
-from services.table_service import TableService
+from services.tables.service import TableService
+from services.tables.table import Table
 
 FOLLOWER_NAME = "bots"
 """The name of the runner's feed checkpoints: ``<ns>:{sNN}:ckpt:bots``."""

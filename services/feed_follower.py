@@ -21,7 +21,7 @@ from services.outage import OUTAGE_ERRORS, Outage
 from services.store.base import FeedEntry
 from services.store.keys import KeySpace
 from services.store.stream_watch import StreamWatch, xread_split
-from services.table import Table
+from services.tables.table import Table
 
 _XReadReply = list[tuple[Any, list[tuple[Any, dict[Any, Any]]]]]
 

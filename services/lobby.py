@@ -19,7 +19,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from services.store.keys import KeySpace
 from services.store.scripts import ReadOnlyScript
-from services.table import Table
+from services.tables.table import Table
 
 Status = Literal["waiting", "running"]
 MAX_LIMIT = 100

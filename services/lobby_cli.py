@@ -55,7 +55,7 @@ async def rebuild(settings: Settings) -> dict[str, int]:
     from services import lobby
     from services.store.client import connect
     from services.store.redis_store import RedisEventStore
-    from services.table_service import TableService
+    from services.tables.service import TableService
 
     client = connect(settings.redis_url)
     keys = settings.keys

@@ -1,6 +1,6 @@
 """``conquian selfplay --record``: a selfplay run played through the table service into a store.
 
-``--record`` plays the deals through :class:`services.table_service.TableService`, not the
+``--record`` plays the deals through :class:`services.tables.service.TableService`, not the
 engine directly, with wire commands, into an event store: table ``selfplay-<S>-<t>`` holds
 deals ``t*K … t*K+K-1`` (``K`` = ``--table-deals``, 1 by default), so the stored tables are
 exactly what the service writes and ``conquian audit`` checks real tables.  The service
@@ -90,8 +90,7 @@ async def record_table(
     """
     from events.commands import Command, CreateTable, NextDeal
     from events.mapping import to_wire_command
-    from services.table_service import Outcome as ServiceOutcome
-    from services.table_service import TableService
+    from services.tables.service import CommandResult, TableService
 
     table_id = table_id_of(config.seed, index)
     seeds = iter([deal_seed(config.seed, first + k) for k in range(count)])
@@ -106,7 +105,7 @@ async def record_table(
     bots = (make_bot(config.players[0]), make_bot(config.players[1]))
     actions = 0
 
-    async def send(command: Command, seat: int | None) -> ServiceOutcome:
+    async def send(command: Command, seat: int | None) -> CommandResult:
         outcome = await service.execute(command, seat)
         if outcome.code == Code.COMMAND_STALE_VERSION:
             raise RecordingConflict(

@@ -14,8 +14,8 @@ import orjson
 
 from services.archive.record import ArchivedTable, ArchiveError, check_chain, from_stored
 from services.archive.redis_tables import Exported
-from services.view_parts import STORED_PARTS, version_of
-from services.views_fold import FoldError, TableFold
+from services.tables.stored_parts import STORED_PARTS, TableFold, version_of
+from services.tables.table import FoldError
 
 __all__ = ["FINISHED", "prepare"]
 

@@ -19,7 +19,7 @@ from services.store.codec import decode_packed, unpack_body
 from services.store.keys import KeySpace
 from services.store.redis_store import RedisEventStore
 from services.store.scripts import PACK_ENTRIES_LUA, ReadOnlyScript
-from services.view_parts import RETIRED_PARTS, STORED_PARTS
+from services.tables.stored_parts import RETIRED_PARTS, STORED_PARTS
 
 __all__ = [
     "DELETE_LUA",

@@ -24,7 +24,7 @@ from typing import Any
 from services.loadtest.ledger import Entry
 from services.store.base import EventStore, StoredEvent
 from services.store.keys import KeySpace
-from services.view_parts import STORED_PARTS
+from services.tables.stored_parts import STORED_PARTS
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI_TIMEOUT_S = 600.0

@@ -15,7 +15,7 @@ from services import compact_json
 from services.engine_worker.entries import GROUP, Entry, Malformed
 from services.engine_worker.metrics import ACCEPTED, DUPLICATE, REJECTED
 from services.hint_channels import hint_dropped
-from services.table_service import Outcome
+from services.tables.service import CommandResult
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def malformed(bad: Malformed, log: Any) -> str | None:
     )
 
 
-def answered(entry: Entry, outcome: Outcome, log: Any) -> str:
+def answered(entry: Entry, outcome: CommandResult, log: Any) -> str:
     """Count and log a decided command; return its hint."""
     if outcome.duplicate:
         DUPLICATE.inc()
@@ -67,7 +67,7 @@ def answered(entry: Entry, outcome: Outcome, log: Any) -> str:
     )
 
 
-def _log_outcome(log: Any, entry: Entry, outcome: Outcome) -> None:
+def _log_outcome(log: Any, entry: Entry, outcome: CommandResult) -> None:
     """Log a rejection at info, an acceptance or a duplicate at debug."""
     command = entry.command
     if not outcome.ok and not outcome.duplicate:

@@ -36,11 +36,12 @@ from services.lobby import LobbyRow, lobby_row, write_rows
 from services.store.base import VersionConflict
 from services.store.keys import KeySpace, command_key
 from services.store.redis_store import RedisEventStore
-from services.table import Table
-from services.table_batch import BatchResult, execute_many
-from services.table_service import MAX_CONFLICT_RETRIES, Outcome, TableError, TableService
+from services.tables.batch import BatchResult, execute_many
+from services.tables.decide import TableError
+from services.tables.service import MAX_CONFLICT_RETRIES, CommandResult, TableService
+from services.tables.table import Table
 
-AfterAppend = Callable[[Table, Outcome], Awaitable[None]]
+AfterAppend = Callable[[Table, CommandResult], Awaitable[None]]
 """Called with the new table after each accepted (not duplicate) command, before the XACK."""
 
 LOBBY_COMMANDS = frozenset({"create_table", "join", "leave_table"})
@@ -235,7 +236,7 @@ class ShardLoop:
                 run.append(entry)
         return run
 
-    async def _give_up(self, shard: OwnedShard, entry: Entry) -> Outcome | None:
+    async def _give_up(self, shard: OwnedShard, entry: Entry) -> CommandResult | None:
         """Record ``command/failed`` under the command id (None if that failed too)."""
         result = {
             "ok": False,
@@ -252,7 +253,7 @@ class ShardLoop:
 
     async def _record_failure(
         self, shard: OwnedShard, entry: Entry, result: dict[str, Any]
-    ) -> Outcome | None:
+    ) -> CommandResult | None:
         """Append ``result`` with no events under the command id, retrying version conflicts."""
         command = entry.command
         for _ in range(MAX_CONFLICT_RETRIES):
@@ -272,7 +273,7 @@ class ShardLoop:
                 continue
             if appended.duplicate:
                 first = json.loads(appended.result) if appended.result else {}
-                return Outcome(bool(first.get("ok")), first, True)
+                return CommandResult(bool(first.get("ok")), first, True)
             shard.log.error(
                 "command given up",
                 table=command.table_id,
@@ -281,7 +282,7 @@ class ShardLoop:
                 tries=entry.tries,
                 error=entry.error,
             )
-            return Outcome(False, result)
+            return CommandResult(False, result)
         return None
 
     # -- decide and append --------------------------------------------------------------------
@@ -316,7 +317,7 @@ class ShardLoop:
                 "lobby write failed, will retry", tables=sorted(tables), error=str(exc)
             )
             return [
-                exc if isinstance(r, Outcome) and e.command.table_id in tables else r
+                exc if isinstance(r, CommandResult) and e.command.table_id in tables else r
                 for e, r in zip(run, results, strict=True)
             ]
         return list(results)
@@ -330,7 +331,7 @@ class ShardLoop:
         shard = part.shard
         dropped: list[bytes] = []
         for entry, result in zip(part.run, results, strict=True):
-            if isinstance(result, Outcome):
+            if isinstance(result, CommandResult):
                 part.acks.append(entry.entry_id)
                 await self._answered(entry, result, hints)
             elif result is None and not shard.may_append():
@@ -341,7 +342,7 @@ class ShardLoop:
                 self._defer(shard, entry)
         return dropped
 
-    async def _answered(self, entry: Entry, outcome: Outcome, hints: list[str]) -> None:
+    async def _answered(self, entry: Entry, outcome: CommandResult, hints: list[str]) -> None:
         """Add the hint of a decided command, count and log it, call the after-append hook."""
         hints.append(answered(entry, outcome, self.command_log))
         if outcome.ok and not outcome.duplicate and outcome.table is not None:
@@ -393,7 +394,7 @@ def view_hints(results: Sequence[BatchResult]) -> list[str]:
     newest version of each table once."""
     newest: dict[str, int] = {}
     for outcome in results:
-        if isinstance(outcome, Outcome) and outcome.viewed and outcome.table is not None:
+        if isinstance(outcome, CommandResult) and outcome.viewed and outcome.table is not None:
             newest[outcome.table.table_id] = outcome.last_version
     return [f"{table_id} {version}" for table_id, version in newest.items()]
 
@@ -406,7 +407,7 @@ def lobby_rows(
     from being written; the store keeps the newest), built from the tables as they now are."""
     tables: dict[str, LobbyRow] = {}
     for entry, outcome in zip(run, results, strict=True):
-        if not isinstance(outcome, Outcome) or not outcome.ok:
+        if not isinstance(outcome, CommandResult) or not outcome.ok:
             continue
         table = outcome.table if not outcome.duplicate else service.cached(entry.command.table_id)
         if table is None or table.version < outcome.last_version:

@@ -28,8 +28,8 @@ from services.settings import Settings
 from services.shard_leases import ShardLeases
 from services.store.client import connect, make_broker
 from services.store.redis_store import RedisEventStore
-from services.table import Table
-from services.table_service import Outcome, TableService
+from services.tables.service import CommandResult, TableService
+from services.tables.table import Table
 from services.tokens import SeatTokens, load_secret
 
 MAX_DELIVERIES = 5
@@ -127,7 +127,7 @@ class EngineWorker:
         """The shards this worker consumes now."""
         return {s for s, r in self.runners.items() if not r.lost and not r.releasing}
 
-    async def after_append(self, table: Table, outcome: Outcome) -> None:
+    async def after_append(self, table: Table, outcome: CommandResult) -> None:
         """Observe an accepted command with the new table (a subclass hook; does nothing here).
 
         It runs after the append and before the XACK of the batch; a crash in between redelivers

@@ -28,7 +28,7 @@ from services.gateway.errors import ApiError, from_contract
 from services.gateway.rate_limit import RateLimits
 from services.lru import Lru
 from services.store.keys import KeySpace
-from services.table import SEED_KEY, TOKEN_KEY
+from services.tables.table import SEED_KEY, TOKEN_KEY
 from services.tokens import SeatTokens, hash_token, token_matches
 
 SEATS = (0, 1)

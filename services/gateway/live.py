@@ -17,7 +17,7 @@ from services.gateway.feed import DealTracker, Outgoing, seal_all, seal_each
 from services.gateway.hub import Hub
 from services.gateway.view_reader import ViewReader
 from services.store.base import EventStore
-from services.view_parts import version_of, viewer_of
+from services.tables.stored_parts import version_of, viewer_of
 
 MAX_QUEUE = 2_000
 CLOSE_POLICY = 1008

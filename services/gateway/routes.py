@@ -31,7 +31,7 @@ from services.gateway.messages import (
     Rejection,
 )
 from services.gateway.state import Gateway, gateway_of
-from services.view_parts import viewer_of
+from services.tables.stored_parts import viewer_of
 
 router = APIRouter()
 bearer_scheme = HTTPBearer(auto_error=False, description="The seat token a join returned")

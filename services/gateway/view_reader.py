@@ -3,7 +3,7 @@
 The engine worker and the projector store a table's view parts (``public``, ``seat0``,
 ``seat1``), each with the ``version`` it was built to (``docs/services.md``).  A viewer
 (``public``, ``seat0``, ``seat1``, ``spectator``) gets its view put together from the parts it
-needs, read in one ``MGET`` (``services.view_parts.assemble``): the gateway decides nothing
+needs, read in one ``MGET`` (``tables.stored_parts.assemble``): the gateway decides nothing
 about what a viewer may see.  A table that left Redis has its parts read from the archive
 (``docs/archive.md``).  A request may wait, up to a deadline, for a view at least as new as a
 version (``min_version``), woken by the view hints on ``<ns>:views``.
@@ -22,7 +22,7 @@ from services.archive.reads import ArchiveReader
 from services.gateway import metrics
 from services.gateway.hub import Hub
 from services.store.keys import KeySpace
-from services.view_parts import PUBLIC, assemble, parts_for, version_of
+from services.tables.stored_parts import PUBLIC, assemble, parts_for, version_of
 
 __all__ = ["MAX_POLL", "ViewReader"]
 

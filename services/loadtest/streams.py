@@ -22,7 +22,7 @@ from services.loadtest.wakeup import Wakeup
 from services.redis_server import redact_url
 from services.store.client import connect
 from services.store.keys import KeySpace, command_key
-from services.view_parts import assemble
+from services.tables.stored_parts import assemble
 
 PIPELINES = 8
 """Pipelines of the batcher in flight at once."""

@@ -19,8 +19,7 @@ from services.projector.scripts import READ_ONLY, SCRIPT_SHA, SCRIPTS
 from services.store.keys import KeySpace
 from services.store.redis_store import READ_CHUNK
 from services.store.stream_watch import StreamWatch
-from services.view_parts import STORED_PARTS
-from services.views_fold import TableFold
+from services.tables.stored_parts import STORED_PARTS, TableFold
 
 CHECKPOINT = "projector"
 """The projector's name in its checkpoint key ``<ns>:{sNN}:ckpt:projector``."""

@@ -13,8 +13,8 @@ from services.projector.metrics import APPLIED
 from services.projector.records import ProjectorBusy, RebuildStats, ShardWrite, TableRead
 from services.projector.scripts import LEASE_LOST, WRITTEN
 from services.store.base import StoredEvent
-from services.view_parts import RETIRED_PARTS, STORED_PARTS
-from services.views_fold import FoldError, TableFold
+from services.tables.stored_parts import RETIRED_PARTS, STORED_PARTS, TableFold
+from services.tables.table import FoldError
 
 _GLOB = re.compile(r"([*?\[\]\\])")
 

@@ -15,8 +15,8 @@ from services.projector.records import RoundStats, ShardWrite, TableRead
 from services.projector.scripts import LEASE_LOST, WRITTEN
 from services.store.base import StoredEvent
 from services.store.stream_watch import xread_split
-from services.view_parts import PUBLIC
-from services.views_fold import FoldError, TableFold
+from services.tables.stored_parts import PUBLIC, TableFold
+from services.tables.table import FoldError
 
 _ZERO = "0-0"
 

@@ -267,8 +267,8 @@ class EventStore(abc.ABC):
         ``secrets`` are HSET into the table's secret hash and ``status`` into its head in the
         same atomic step (also for a zero-event append; not for a duplicate).  ``views``, the
         table's view parts at the new version (part name -> JSON text, as
-        ``services.view_parts`` stores them), are written in the same step when events are
-        appended (not for a zero-event append, a duplicate or a conflict).  When the table
+        ``services.tables.stored_parts`` stores them), are written in the same step when events
+        are appended (not for a zero-event append, a duplicate or a conflict).  When the table
         has recorded one of the command ids ``taken_by`` (the same id, sent by another seat),
         only ``taken_result`` is recorded under ``command_id``, and the result says ``refused``.
         Raises :class:`VersionConflict` when the head is not at

@@ -1,8 +1,8 @@
 """What the fuzz tests check every answer against: the true state of the tables, from the store.
 
 :class:`Truth` reads a table's stored events and secret seeds and folds them
-(``services.table.fold_table``), so it knows every hand, the stock and the seed of the deal in
-play.  From that it says
+(``services.tables.table.fold_table``), so it knows every hand, the stock and the seed of the
+deal in play.  From that it says
 
 * what is hidden from a viewer (:meth:`Truth.hidden`): the other seat's hand (both hands for a
   spectator), every card of the stock, and the deal's seed, until the deal is over;
@@ -27,7 +27,7 @@ from engine.cards import cards_of, format_card, parse_card
 from engine.errors import NotationError
 from events.base import TABLE_ID_PATTERN
 from services.store import RedisEventStore
-from services.table import Table, fold_table
+from services.tables.table import Table, fold_table
 
 _T = TypeVar("_T")
 CARD_WORD = re.compile(r"(?<![A-Za-z0-9])([A2-7JQK][CDHS])(?![A-Za-z0-9])")

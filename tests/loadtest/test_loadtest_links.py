@@ -21,7 +21,7 @@ from services.loadtest.pacing import Pacer
 from services.loadtest.play import TablePlay
 from services.loadtest.stats import Stats
 from services.store import MemoryEventStore
-from services.table_service import TableService
+from services.tables.service import TableService
 
 
 class MemoryLink:

@@ -11,7 +11,7 @@ from events import commands as wc
 from events import parse_command
 from services.loadtest.play import NEXT_DEAL, Move, TablePlay, choose, command_json
 from services.store import MemoryEventStore
-from services.table_service import TableService
+from services.tables.service import TableService
 
 
 async def seated(service: TableService, table_id: str, deals: int) -> None:

@@ -32,7 +32,7 @@ from services.gateway.app import create_app
 from services.settings import Settings
 from services.store.client import connect
 from services.store.redis_store import RedisEventStore
-from services.table_service import TableService
+from services.tables.service import TableService
 from services.tokens import SeatTokens, load_secret
 
 Policy = Callable[[Sequence[str]], str]

@@ -1,7 +1,7 @@
 """Tables played by two bots through ``TableService``, and the checks of their views and of the
 projector's checkpoints, shared by the projector's tests (``test_projector.py``, its restart
 test), those of the views stored with the appends (``test_inline_views.py``) and of the view
-parts (``test_view_parts.py``).  The test modules used to import these from
+parts (``test_stored_parts.py``).  The test modules used to import these from
 ``test_projector.py``.
 """
 
@@ -18,13 +18,12 @@ from engine.bots import make_bot
 from engine.cards import format_card
 from engine.state import Match, Phase
 from engine.views import seat_view, spectator_view
-from events import commands as wc
+from events.commands import Command, CreateTable, Join, NextDeal, Resign
 from events.mapping import cards_to_wire, to_wire_command
 from services.store import EventStore, KeySpace, RedisEventStore
-from services.table import Table
-from services.table_service import Outcome, TableService
-from services.view_parts import STORED_PARTS, assemble
-from services.views_fold import TableFold
+from services.tables.service import CommandResult, TableService
+from services.tables.stored_parts import STORED_PARTS, TableFold, assemble
+from services.tables.table import Table
 
 SHARDS = 4
 """Shards of the key spaces these tests build."""
@@ -54,13 +53,13 @@ class Game:
         self.bots = (make_bot(rng.choice(("greedy", "random"))), make_bot("greedy"))
         self.commands = 0
         self.table: Table | None = None
-        self.outcomes: list[Outcome] = []
+        self.outcomes: list[CommandResult] = []
 
     def _id(self) -> str:
         self.commands += 1
         return f"{self.table_id}-cmd-{self.commands:05d}"
 
-    async def _run(self, command: wc.Command, seat: int | None) -> Outcome:
+    async def _run(self, command: Command, seat: int | None) -> CommandResult:
         outcome = await self.service.execute(command, seat)
         assert outcome.ok, outcome.result
         self.table = outcome.table if outcome.table is not None else self.table
@@ -70,7 +69,7 @@ class Game:
     async def start(self) -> None:
         """Create the table (seat 1 a bot) and join seat 0: the first deal starts."""
         await self._run(
-            wc.CreateTable(
+            CreateTable(
                 command_id=self._id(),
                 table_id=self.table_id,
                 rules=self.rules,
@@ -80,7 +79,7 @@ class Game:
             ),
             None,
         )
-        await self._run(wc.Join(command_id=self._id(), table_id=self.table_id, name="ana"), 0)
+        await self._run(Join(command_id=self._id(), table_id=self.table_id, name="ana"), 0)
 
     @property
     def over(self) -> bool:
@@ -94,9 +93,9 @@ class Game:
             return False
         seat = match.to_act
         if seat is None:
-            await self._run(wc.NextDeal(command_id=self._id(), table_id=self.table_id), 0)
+            await self._run(NextDeal(command_id=self._id(), table_id=self.table_id), 0)
         elif self.rng.random() < self.resign_chance:
-            await self._run(wc.Resign(command_id=self._id(), table_id=self.table_id), seat)
+            await self._run(Resign(command_id=self._id(), table_id=self.table_id), seat)
         else:
             action = self.bots[seat].choose(match, seat, self.rng)
             await self._run(to_wire_command(action, self.table_id, self._id()), seat)

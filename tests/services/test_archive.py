@@ -29,7 +29,7 @@ from services.archive.redis_tables import delete_tables, export_tables
 from services.lobby import lobby_row
 from services.selfplay import SelfplayConfig, record_selfplay
 from services.store import Head, KeySpace, RedisEventStore
-from services.table_service import TableService
+from services.tables.service import TableService
 
 SHARDS = 4
 SEED = 5

@@ -42,7 +42,7 @@ from services.selfplay import SelfplayConfig, record_selfplay
 from services.store import KeySpace, MemoryEventStore, RedisEventStore, StoreError
 from services.store.base import EventStore, Head, StoredEvent
 from services.store.redis_store import decode_packed, pack_body, unpack_body
-from services.table_service import TableService
+from services.tables.service import TableService
 
 SEED = 11
 T0, T1 = f"selfplay-{SEED}-0", f"selfplay-{SEED}-1"

@@ -25,7 +25,7 @@ from services import cli
 from services.audit import audit_table
 from services.store import KeySpace, MemoryEventStore, RedisEventStore
 from services.store.base import EventStore, StoredEvent
-from services.table_service import TableService
+from services.tables.service import TableService
 
 T = "lobby-audit"
 

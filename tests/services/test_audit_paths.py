@@ -39,7 +39,7 @@ from services.audit import TableReport
 from services.store import MemoryEventStore
 from services.store.base import Head
 from services.store.redis_store import pack_body
-from services.table_service import TableService
+from services.tables.service import TableService
 from tests.services.test_audit import _fast, _full
 
 T = "paths-1"

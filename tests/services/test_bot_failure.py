@@ -27,8 +27,8 @@ from services.audit import audit_store, audit_table
 from services.bots_runner import BotError, BotsRunner, bot_command, run_bots
 from services.settings import Settings
 from services.store import MemoryEventStore, RedisEventStore
-from services.table_service import TableService
-from services.views_fold import TableFold
+from services.tables.service import TableService
+from services.tables.stored_parts import TableFold
 from tests.services.gateway_stack import Stack
 
 SECRET_WORDS = "holding 5S KC"  # what a bot's own error might say: never shown to anyone

@@ -31,8 +31,8 @@ from services.settings import Settings, load_settings
 from services.store.keys import KeySpace
 from services.store.memory_store import MemoryEventStore
 from services.store.redis_store import RedisEventStore
-from services.table import Table
-from services.table_service import Outcome, TableService
+from services.tables.service import CommandResult, TableService
+from services.tables.table import Table
 
 # --- a test-only engine worker and other helpers ---------------------------------------------
 
@@ -43,7 +43,7 @@ class Applied:
 
     command: wc.Command
     seat: int | None
-    outcome: Outcome
+    outcome: CommandResult
 
 
 class CommandApplier:

@@ -336,8 +336,8 @@ async def test_the_lobby_is_one_slot_whatever_the_master_of_each_table(
     from events import commands as wc
     from services import lobby
     from services.store import MemoryEventStore
-    from services.table import SeatHolder, Table
-    from services.table_service import TableService
+    from services.tables.service import TableService
+    from services.tables.table import SeatHolder, Table
 
     keys = KeySpace("lob", shards=16)
     assert len({key_slot(keys.lobby(p).encode()) for p in ("waiting", "running", "rows")}) == 1

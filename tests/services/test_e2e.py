@@ -29,8 +29,8 @@ from events import commands as wc
 from events.fairness import SHUFFLE_ALGORITHM, deal_context, shuffle
 from services.settings import Settings
 from services.store import MemoryEventStore, RedisEventStore
-from services.table import Table
-from services.table_service import TableService
+from services.tables.service import TableService
+from services.tables.table import Table
 from tests.services.gateway_stack import Listener, Policy, Seat, Stack, eager, refuser, wire_command
 
 CARD = re.compile(r"\b[A2-7JQK][CDHS]\b")

@@ -38,9 +38,10 @@ from services.shard_leases import fair_share, lease_key, registry_key
 from services.store.client import packing_in_c, without_call_timeouts
 from services.store.keys import command_key
 from services.store.redis_store import RedisEventStore
-from services.table import Table
-from services.table_service import Decision, Outcome, TableService
-from services.view_parts import STORED_PARTS
+from services.tables.decide import Decision
+from services.tables.service import CommandResult, TableService
+from services.tables.stored_parts import STORED_PARTS
+from services.tables.table import Table
 
 SEED = bytes(range(32))
 
@@ -526,7 +527,7 @@ class Recording(EngineWorker):
         super().__init__(*args, **kwargs)
         self.appended: list[str] = []
 
-    async def after_append(self, table: Table, outcome: Outcome) -> None:
+    async def after_append(self, table: Table, outcome: CommandResult) -> None:
         assert outcome.ok and not outcome.duplicate and table.version == outcome.last_version
         self.appended.append(table.table_id)
 

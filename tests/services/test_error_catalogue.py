@@ -19,8 +19,8 @@ from services.gateway import error_table
 from services.gateway.errors import ApiError
 from services.store.base import StoreError, VersionConflict
 from services.store.keys import InvalidTableId
-from services.table_service import TableError
-from services.views_fold import FoldError
+from services.tables.decide import TableError
+from services.tables.table import FoldError
 
 ROOT = Path(__file__).parents[2]
 CODE_LIKE = re.compile(r"[a-z]+/[a-z_]+")

@@ -23,16 +23,14 @@ from played_tables import (  # tests/services on sys.path
 )
 from prometheus_client import REGISTRY
 
-from events import commands as wc
-from services import table_service as table_service_module
+from events.commands import NextDeal
 from services.projector import LAG, Projector
 from services.projector import run as follow_module
 from services.projector.records import RoundStats, ShardWrite
 from services.store import KeySpace, MemoryEventStore, RedisEventStore
 from services.store.base import VersionConflict
-from services.table_service import Outcome, TableService
-from services.view_parts import STORED_PARTS
-from services.views_fold import TableFold
+from services.tables.service import CommandResult, TableService
+from services.tables.stored_parts import STORED_PARTS, TableFold
 
 
 @pytest.fixture
@@ -48,7 +46,7 @@ class ViewsKept(MemoryEventStore):
 
 async def play(
     service: TableService, table_id: str, rng: random.Random, commands: int | None = None
-) -> list[Outcome]:
+) -> list[CommandResult]:
     """Play a table (``test_projector.Game``): ``commands`` moves after its start, or to the
     end of the match; return every command's outcome."""
     game = Game(service, table_id, rng)
@@ -102,10 +100,10 @@ async def test_the_append_stores_views_only_with_its_events(
     assert views == await folded_views(store, "tbl-a")
 
     # a rejection (no event), a duplicate and a version conflict change no view
-    stale = wc.NextDeal(command_id="stale-cmd", table_id="tbl-a", expected_version=1)
+    stale = NextDeal(command_id="stale-cmd", table_id="tbl-a", expected_version=1)
     rejected = await service.execute(stale, 0)
     assert not rejected.ok and not rejected.viewed
-    again = await service.execute(wc.NextDeal(command_id="stale-cmd", table_id="tbl-a"), 0)
+    again = await service.execute(NextDeal(command_id="stale-cmd", table_id="tbl-a"), 0)
     assert again.duplicate and not again.viewed
     other = {p: json.dumps({"table_id": "tbl-a", "version": 999}) for p in STORED_PARTS}
     with pytest.raises(VersionConflict):
@@ -252,7 +250,7 @@ async def test_views_that_cannot_be_built_never_refuse_a_command(
     def broken(*_: object) -> dict[str, str]:
         raise RuntimeError("no views today")
 
-    monkeypatch.setattr(table_service_module, "table_views", broken)
+    monkeypatch.setattr("services.tables.service.parts_of", broken)
     outcomes = await play(TableService(store), "broken", random.Random(8), commands=4)
     assert all(o.ok and not o.viewed for o in outcomes)
     assert await read_views(redis_client, keys, "broken") is None

@@ -44,10 +44,9 @@ from services.cli import main as cli_main
 from services.projector import Projector, ProjectorBusy, run_projector
 from services.settings import load_settings
 from services.store import KeySpace, MemoryEventStore, RedisEventStore
-from services.table import Table, fold_table
-from services.table_service import TableService
-from services.view_parts import STORED_PARTS, assemble, dump_view
-from services.views_fold import FoldError, TableFold, table_views
+from services.tables.service import TableService
+from services.tables.stored_parts import STORED_PARTS, TableFold, assemble, dump_part, parts_of
+from services.tables.table import FoldError, Table, fold_table
 
 FIXTURE = Path(__file__).parents[1] / "events" / "fixtures" / "table_v1.jsonl"
 
@@ -91,7 +90,7 @@ async def test_views_without_seeds_equal_the_engine_views_at_every_version() -> 
             for part, view in fold.view_dicts().items():  # orjson writes what json would
                 assert views[part] == json.dumps(view, separators=(",", ":"), ensure_ascii=False)
             assert json.loads(views["public"])["version"] == e.version
-            assert table_views(truth, e.body["time"]) == views  # what a writer stores with it
+            assert parts_of(truth, e.body["time"]) == views  # what a writer stores with it
             assert_views_equal_engine(views, truth.match, table_id)
             assert_secret(views, truth.match)
             checked += 1
@@ -651,12 +650,12 @@ def test_python_m_entry_point_parses_the_same_arguments() -> None:
 )
 def test_view_text_is_the_standard_librarys_compact_json(name: str) -> None:
     view = {"seats": [{"name": name, "bot": None}, None], "scores": [1, 0], "ok": True}
-    assert dump_view(view) == json.dumps(view, separators=(",", ":"), ensure_ascii=False)
+    assert dump_part(view) == json.dumps(view, separators=(",", ":"), ensure_ascii=False)
 
 
 def test_a_view_has_text_keys_only() -> None:
     with pytest.raises(TypeError):
-        dump_view({"scores": {0: 1, 1: 0}})
+        dump_part({"scores": {0: 1, 1: 0}})
 
 
 def test_view_keys_are_the_key_spaces_table_view_keys() -> None:

@@ -28,7 +28,7 @@ from services.projector import Projector
 from services.redis_server import LocalRedis
 from services.store import KeySpace, RedisEventStore
 from services.store.client import connect
-from services.table_service import TableService
+from services.tables.service import TableService
 
 NS = "restart"
 

@@ -232,7 +232,7 @@ class _PlayedMeanwhile(MemoryEventStore):
         if self.appends == 6:
             from engine.bots import make_bot
             from events.mapping import to_wire_command
-            from services.table_service import TableService
+            from services.tables.service import TableService
 
             other = TableService(self)
             table = await other.load(table_id)

@@ -20,8 +20,8 @@ from services.selfplay import SelfplayConfig, record_selfplay
 from services.store import KeySpace, MemoryEventStore, RedisEventStore
 from services.store.base import StoredEvent
 from services.store.redis_store import pack_body
-from services.table import fold_table
-from services.table_service import TableService
+from services.tables.service import TableService
+from services.tables.table import fold_table
 
 SEED = 11
 T0 = f"selfplay-{SEED}-0"

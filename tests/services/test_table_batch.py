@@ -8,12 +8,13 @@ from collections.abc import Callable
 import pytest
 
 from engine.bots import RandomBot
-from events import commands as wc
+from events.commands import Command, CreateTable, Join, Resign, Turn
 from events.mapping import to_wire_command
 from services.store import MemoryEventStore, command_key
-from services.table import Table
-from services.table_batch import BatchItem, execute_many
-from services.table_service import Decision, Outcome, TableService
+from services.tables.batch import BatchItem, execute_many
+from services.tables.decide import Decision
+from services.tables.service import CommandResult, TableService
+from services.tables.table import Table
 
 SEED = bytes(range(32))
 
@@ -29,9 +30,9 @@ def service(store: MemoryEventStore | None = None) -> TableService:
 
 def opening(table_id: str) -> list[BatchItem]:
     return [
-        (wc.CreateTable(table_id=table_id, command_id=f"create-{table_id}"), None),
-        (wc.Join(table_id=table_id, command_id=f"join0-{table_id}", name="ann"), None),
-        (wc.Join(table_id=table_id, command_id=f"join1-{table_id}", name="bob"), None),
+        (CreateTable(table_id=table_id, command_id=f"create-{table_id}"), None),
+        (Join(table_id=table_id, command_id=f"join0-{table_id}", name="ann"), None),
+        (Join(table_id=table_id, command_id=f"join1-{table_id}", name="bob"), None),
     ]
 
 
@@ -54,7 +55,7 @@ async def reference_game(svc: TableService, table_id: str, seed: int) -> list[Ba
         action = bot.choose(table.match, seat, rng)
         command = to_wire_command(action, table_id, f"m{step:04d}-{table_id}", table.version)
         if step % 7 == 0:  # the other seat tries to act: recorded rejection
-            wrong = wc.Turn(table_id=table_id, command_id=f"x{step:04d}-{table_id}")
+            wrong = Turn(table_id=table_id, command_id=f"x{step:04d}-{table_id}")
             items.append((wrong, 1 - seat))
             assert (await svc.execute(wrong, 1 - seat)).code is not None
         items.append((command, seat))
@@ -81,11 +82,11 @@ async def test_same_events_and_results_as_one_by_one() -> None:
     games = [await reference_game(one_by_one, t, i) for i, t in enumerate(tables)]
     items = interleave(games)
     batched = service()
-    results: list[Outcome] = []
+    results: list[CommandResult] = []
     for start in range(0, len(items), 40):
         chunk = await execute_many(batched, items[start : start + 40])
-        assert all(isinstance(r, Outcome) for r in chunk)
-        results += [r for r in chunk if isinstance(r, Outcome)]
+        assert all(isinstance(r, CommandResult) for r in chunk)
+        results += [r for r in chunk if isinstance(r, CommandResult)]
     a, b = one_by_one.store, batched.store
     assert isinstance(a, MemoryEventStore) and isinstance(b, MemoryEventStore)
     for t in tables:
@@ -112,7 +113,7 @@ async def test_rounds_append_many_tables_per_round_trip() -> None:
     items = interleave([opening(f"T{i}") for i in range(10)])
     durations: list[float] = []
     results = await execute_many(svc, items, on_append=durations.append)
-    assert all(isinstance(r, Outcome) and r.ok for r in results)
+    assert all(isinstance(r, CommandResult) and r.ok for r in results)
     assert calls == [10, 10, 10]  # one round per command of a table, every table in each
     assert len(durations) == 3
 
@@ -126,11 +127,11 @@ async def test_conflict_falls_back_to_execute() -> None:
     table = await second.load("T1")
     assert table.match is not None and table.match.to_act is not None
     seat = table.match.to_act
-    await second.execute(wc.Turn(table_id="T1", command_id="turn-by-second"), seat)
+    await second.execute(Turn(table_id="T1", command_id="turn-by-second"), seat)
     # first's cache is stale: its planned append conflicts, execute reloads and rejects the turn
-    again = wc.Turn(table_id="T1", command_id="turn-by-first")
+    again = Turn(table_id="T1", command_id="turn-by-first")
     (outcome,) = await execute_many(first, [(again, seat)])
-    assert isinstance(outcome, Outcome)
+    assert isinstance(outcome, CommandResult)
     assert outcome.code == "move/wrong_phase"
     assert (await store.head("T1")).version == table.version + 1  # the turn by second, nothing else
 
@@ -142,7 +143,7 @@ class Exploding(TableService):
         super().__init__(MemoryEventStore(), seed_source=lambda: SEED, dealer_source=lambda: 0)
         self.boom = boom
 
-    def decide(self, table: Table, command: wc.Command, seat: int | None) -> Decision:
+    def decide(self, table: Table, command: Command, seat: int | None) -> Decision:
         if command.command_id in self.boom:
             raise RuntimeError(f"boom {command.command_id}")
         return super().decide(table, command, seat)
@@ -153,10 +154,10 @@ async def test_a_failure_stops_its_table_only() -> None:
     items = interleave([opening("T1"), opening("T2")])
     results = await execute_many(svc, items)
     by_id = {c.command_id: r for (c, _), r in zip(items, results, strict=True)}
-    assert isinstance(by_id["create-T1"], Outcome)
+    assert isinstance(by_id["create-T1"], CommandResult)
     assert isinstance(by_id["join0-T1"], RuntimeError)
     assert by_id["join1-T1"] is None  # not attempted: it must wait for join0
-    assert all(isinstance(by_id[f"{k}-T2"], Outcome) for k in ("create", "join0", "join1"))
+    assert all(isinstance(by_id[f"{k}-T2"], CommandResult) for k in ("create", "join0", "join1"))
     assert await svc.store.command_result("T1", "join0-T1") is None  # nothing recorded
     assert (await svc.store.head("T1")).version == 1
 
@@ -193,8 +194,8 @@ async def test_proceed_stops_one_table_between_rounds(rounds: int) -> None:
     svc = service()
     items = [item for pair in zip(opening("T1"), opening("T2"), strict=True) for item in pair]
     results = await execute_many(svc, items, proceed=check)
-    assert [isinstance(r, Outcome) for r in results[0::2]] == [i < rounds for i in range(3)]
-    assert all(isinstance(r, Outcome) and r.ok for r in results[1::2])
+    assert [isinstance(r, CommandResult) for r in results[0::2]] == [i < rounds for i in range(3)]
+    assert all(isinstance(r, CommandResult) and r.ok for r in results[1::2])
     assert (await svc.store.head("T1")).version == [0, 1, 2][rounds]
     alone = service()
     await execute_many(alone, opening("T2"))
@@ -219,15 +220,15 @@ async def test_a_table_ended_in_a_batch_is_sealed_once() -> None:
     store = SealsKept()
     svc = service(store)
     items = [*opening("S1"), *opening("S2")]
-    resign = (wc.Resign(table_id="S1", command_id="resign-S1"), 0)
+    resign = (Resign(table_id="S1", command_id="resign-S1"), 0)
     results = await execute_many(svc, [*items, resign])
     await svc.sealed()
-    assert all(isinstance(r, Outcome) and r.ok for r in results)
+    assert all(isinstance(r, CommandResult) and r.ok for r in results)
     assert (await store.head("S1")).status == "over" and (await store.head("S2")).status != "over"
     assert store.sealed == ["S1"]
     again = await execute_many(svc, [resign])
     await svc.sealed()
-    assert isinstance(again[0], Outcome) and again[0].duplicate
+    assert isinstance(again[0], CommandResult) and again[0].duplicate
     assert store.sealed == ["S1"]
 
 
@@ -240,13 +241,13 @@ async def test_a_seal_that_fails_leaves_the_ending_command_accepted() -> None:
         svc = service(SealFails())
         for command, seat in opening("F1"):
             assert (await svc.execute(command, seat)).ok
-        resign = wc.Resign(table_id="F1", command_id="resign-F1")
+        resign = Resign(table_id="F1", command_id="resign-F1")
         if run == "batch":
             (outcome,) = await execute_many(svc, [(resign, 0)])
             await svc.sealed()
         else:
             outcome = await svc.execute(resign, 0)
-        assert isinstance(outcome, Outcome) and outcome.ok, run
+        assert isinstance(outcome, CommandResult) and outcome.ok, run
         assert (await svc.store.head("F1")).status == "over"
 
 
@@ -255,7 +256,7 @@ async def test_a_table_ended_by_execute_is_sealed_once() -> None:
     store = SealsKept()
     svc = service(store)
     await execute_many(svc, opening("S3"))
-    resign = wc.Resign(table_id="S3", command_id="resign-S3")
+    resign = Resign(table_id="S3", command_id="resign-S3")
     assert (await svc.execute(resign, 0)).ok
     assert (await svc.execute(resign, 0)).duplicate
     await svc.sealed()

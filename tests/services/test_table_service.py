@@ -13,7 +13,7 @@ from engine.bots import make_bot
 from events.commands import parse_command
 from events.mapping import to_wire_command
 from services.store.memory_store import MemoryEventStore
-from services.table_service import SEALS_IN_FLIGHT, Outcome, TableService
+from services.tables.service import SEALS_IN_FLIGHT, CommandResult, TableService
 
 KEY = bytes(range(32))
 
@@ -26,7 +26,7 @@ class Driver:
         self.table_id = table_id
         self.ids = (f"cmd-{i:08d}" for i in itertools.count())
 
-    async def send(self, sender: int | None, **fields: Any) -> Outcome:
+    async def send(self, sender: int | None, **fields: Any) -> CommandResult:
         body = {"table_id": self.table_id, "command_id": next(self.ids), **fields}
         return await self.service.execute(parse_command(body), sender)
 

@@ -48,8 +48,8 @@ from services.settings import Settings, load_settings
 from services.store.keys import KeySpace
 from services.store.memory_store import MemoryEventStore
 from services.store.redis_store import RedisEventStore
-from services.table import Table
-from services.table_service import TableService
+from services.tables.service import TableService
+from services.tables.table import Table
 from services.turn_clock import (
     TurnClock,
     clock_command_id,

@@ -45,8 +45,8 @@ from services.settings import Settings, load_settings
 from services.shard_leases import lease_key
 from services.store.keys import command_key
 from services.store.redis_store import RedisEventStore
-from services.table import fold_table
-from services.table_service import TableService
+from services.tables.service import TableService
+from services.tables.table import fold_table
 
 REPO = Path(__file__).resolve().parents[2]
 TABLES = 20

@@ -1,5 +1,5 @@
-"""services.view_parts: what the projector stores per table, and each viewer's view put together
-from it (the public part and, for a seat, that seat's own part only)."""
+"""services.tables.stored_parts: what a table stores of its views, and each viewer's view put
+together from it (the public part and, for a seat, that seat's own part only)."""
 
 from __future__ import annotations
 
@@ -11,19 +11,19 @@ from played_tables import play_games  # tests/services on sys.path
 
 from engine.views import seat_view, spectator_view
 from services.store import KeySpace, MemoryEventStore
-from services.table import fold_table
-from services.view_parts import (
+from services.tables.stored_parts import (
     PUBLIC_ONLY,
     SEAT_PARTS,
     STORED_PARTS,
     VIEWERS,
+    TableFold,
     assemble,
     parts_for,
     spectator_of,
     version_of,
     viewer_of,
 )
-from services.views_fold import TableFold
+from services.tables.table import fold_table
 
 
 async def folded_views(count: int = 2) -> list[tuple[dict[str, Any], Any]]:

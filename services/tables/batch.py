@@ -1,6 +1,6 @@
 """Many commands, many tables, few round trips: ``execute_many`` beside ``TableService.execute``.
 
-Each command gets exactly the outcome ``execute`` would give it; rounds and the answer's shape
+Each command gets exactly the result ``execute`` would give it; rounds and the answer's shape
 are in ``docs/services.md`` ("Module notes").
 """
 
@@ -12,17 +12,17 @@ import weakref
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
 
-from events import commands as wc
+from events.commands import Command
 from services.store.base import VersionConflict
-from services.table import Table
-from services.table_service import Outcome, Plan, TableService
+from services.tables.service import CommandResult, Plan, TableService
+from services.tables.table import Table
 
 __all__ = ["BatchItem", "BatchResult", "execute_many"]
 
-BatchItem = tuple[wc.Command, int | None]
+BatchItem = tuple[Command, int | None]
 """A command and the seat that sent it (None for table-level commands)."""
 
-BatchResult = Outcome | BaseException | None
+BatchResult = CommandResult | BaseException | None
 """What ``execute_many`` answers for one command (see the module docstring)."""
 
 

@@ -1,0 +1,306 @@
+"""Commands in, events out: load a table (cached), decide, and append the events with the
+table's stored view parts in one atomic store call; ``docs/services.md`` ("Module notes").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from engine.codes import Code
+from events.commands import Command
+from events.domain import DealStarted, MatchEnded, TableCreated, TableEvent
+from events.fairness import new_seed
+from events.mapping import rejection
+from services import compact_json
+from services.log import get_logger
+from services.lru import Lru
+from services.store.base import AppendRequest, AppendResult, EventStore, VersionConflict
+from services.store.keys import command_key, other_command_keys
+from services.tables.decide import (
+    DECISION_ERRORS,
+    Decision,
+    Sources,
+    TableError,
+    TokenHasher,
+    decide,
+    draw_dealer,
+)
+from services.tables.stored_parts import parts_of
+from services.tables.table import Table, fold_table
+
+MAX_CONFLICT_RETRIES = 5
+
+_log = get_logger("table_service")
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """A command executed: accepted or rejected, its result, versions and the new table (not
+    the gateway's ``intake.Answer``, what a client is sent)."""
+
+    ok: bool
+    result: dict[str, Any]
+    duplicate: bool = False
+    first_version: int = 0
+    last_version: int = 0
+    table: Table | None = None
+    viewed: bool = False
+    """The table's views at ``last_version`` were stored with the append (see
+    :meth:`TableService.views_after`)."""
+
+    @property
+    def code(self) -> str | None:
+        """Return the rejection code, None when accepted."""
+        code = self.result.get("code")
+        return None if self.ok or not isinstance(code, str) else code
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A command decided on a table, before its append: the append to make and what it means.
+
+    ``following`` is the table after the decision's events (its hash not known before they are
+    stored), None for a rejection, whose append records ``result`` under the command id.
+    """
+
+    table: Table
+    command: Command
+    seat: int | None
+    request: AppendRequest
+    result: dict[str, Any]
+    following: Table | None
+
+
+SEALS_IN_FLIGHT = 4
+"""Seals a table service runs at once.  A batch can end hundreds of tables (a flood of 10,000
+tables ended 774 on one step); one connection a seal took the client's whole pool (redis-py's
+100), and the worker's appends and acknowledgements failed with it (docs/performance.md,
+"Lost hints")."""
+
+ID_TAKEN = compact_json.dumps(
+    {
+        "ok": False,
+        "code": Code.COMMAND_ID_TAKEN,
+        "message": "another seat used this command id at this table: "
+        "send the command with an id of your own",
+    }
+)
+"""The result the store records for a command whose id another seat (or a create or join) used
+at the table (``services.store.keys.other_command_keys``)."""
+
+
+class TableService:
+    """Executes wire commands against tables in an event store, with a cache of folded tables."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        *,
+        clock: Callable[[], int] = lambda: int(time.time() * 1000),
+        seed_source: Callable[[], bytes] = new_seed,
+        dealer_source: Callable[[], int] = draw_dealer,
+        token_hasher: TokenHasher | None = None,
+        cache_size: int = 20_000,
+        insecure_deal_key: bytes | None = None,
+        store_views: bool = True,
+    ) -> None:
+        self.store = store
+        self.store_views = store_views and store.keeps_views
+        """Build each append's views for the store to keep with it (``views_after``): on for a
+        store that keeps views, unless turned off (the projector then folds every table)."""
+        self.clock = clock
+        self.sources = Sources(seed_source, dealer_source, insecure_deal_key, token_hasher)
+        self._cache: Lru[str, Table] = Lru(cache_size)
+        self._sealing: set[asyncio.Task[None]] = set()
+        self._seal_slots = asyncio.Semaphore(SEALS_IN_FLIGHT)
+
+    # --- loading -------------------------------------------------------------------------------
+
+    async def load(self, table_id: str, *, fresh: bool = False) -> Table:
+        """Return the table at its latest version: the cached fold brought up to date.
+
+        A table the store has no event of (a ``create_table`` about to be decided) costs the
+        head alone: with no event there is no stream to read and no secret, since the append
+        that writes a table's first events writes its first secrets too.
+        """
+        cached = None if fresh else self._cache.get(table_id)
+        head = await self.store.head(table_id)
+        if cached is not None and cached.version == head.version and cached.hash == head.hash:
+            self._remember(cached)
+            return cached
+        if head.version == 0:
+            table = Table(table_id)
+            self._remember(table)
+            return table
+        start = cached if cached is not None and cached.version < head.version else None
+        after = start.version if start else 0
+        stored = await self.store.read(table_id, after + 1)
+        secrets = await self.store.secrets(table_id)
+        table = fold_table(table_id, ((e.version, e.hash, e.body) for e in stored), secrets, start)
+        self._remember(table)
+        return table
+
+    def cached(self, table_id: str) -> Table | None:
+        """Return the cached table, if any (the engine worker trusts it while it owns the shard)."""
+        return self._cache.get(table_id)
+
+    def _remember(self, table: Table) -> None:
+        self._cache.remember(table.table_id, table)
+
+    # --- executing -----------------------------------------------------------------------------
+
+    async def execute(self, command: Command, seat: int | None) -> CommandResult:
+        """Apply a command sent by ``seat`` (None for table-level commands such as create/join).
+
+        Retries on a version conflict with the table reloaded; a command id seen before on the
+        table returns the first result and appends nothing.
+        """
+        table = self._cache.get(command.table_id) or await self.load(command.table_id)
+        for _ in range(MAX_CONFLICT_RETRIES):
+            try:
+                return await self._attempt(table, command, seat)
+            except VersionConflict:
+                table = await self.load(command.table_id, fresh=True)
+        raise TableError(Code.TABLE_BUSY, f"table {command.table_id}: too many concurrent writers")
+
+    async def _attempt(self, table: Table, command: Command, seat: int | None) -> CommandResult:
+        plan = self.plan(table, command, seat, self.clock())
+        return self.finish(plan, await self.store.append_request(plan.request))
+
+    def decide(self, table: Table, command: Command, seat: int | None) -> Decision:
+        """Return what a command does to a table (``services.tables.decide.decide``)."""
+        return decide(table, command, seat, self.sources)
+
+    def plan(self, table: Table, command: Command, seat: int | None, now: int) -> Plan:
+        """Decide ``command`` on ``table`` (events timed ``now``): the append of its events,
+        with the table's views when the store keeps them, or of its rejection.
+
+        ``execute`` and ``services.tables.batch.execute_many`` both append what this plans.
+        """
+        key = command_key(command.command_id, seat)
+        taken = other_command_keys(command.command_id, seat)
+        try:
+            decision = self.decide(table, command, seat)
+        except DECISION_ERRORS as error:
+            rejected = rejection(command.command_id, error)
+            result = {"ok": False, "code": rejected.code, "message": rejected.message}
+            request = AppendRequest(
+                table.table_id,
+                table.version,
+                table.hash,
+                key,
+                (),
+                compact_json.dumps(result),
+                taken_by=taken,
+                taken_result=ID_TAKEN,
+            )
+            return Plan(table, command, seat, request, result, None)
+        result = {"ok": True, **decision.result}
+        following = table.next(decision.events, decision.match, decision.secrets)
+        request = AppendRequest(
+            table.table_id,
+            table.version,
+            table.hash,
+            key,
+            [_body(e, command.command_id, now) for e in decision.events],
+            compact_json.dumps(result),
+            decision.secrets or None,
+            _status(table, decision.events),
+            self.views_after(following, now) if decision.events else None,
+            taken,
+            ID_TAKEN,
+        )
+        return Plan(table, command, seat, request, result, following)
+
+    def finish(self, plan: Plan, appended: AppendResult) -> CommandResult:
+        """The result of a planned append, with the table cached at its new version (the
+        first result when the command id was seen before); a table whose match it ended is
+        sealed (:meth:`seal_soon`)."""
+        if appended.duplicate:
+            return _replayed(appended)
+        if appended.refused:  # the command id is another seat's
+            return CommandResult(False, json.loads(appended.result), table=plan.table)
+        if plan.following is None:
+            return CommandResult(False, plan.result, table=plan.table)
+        new = plan.following.stored_as(appended.last_version, appended.last_hash)
+        self._remember(new)
+        if plan.request.status == "over":  # the table's last event: give memory back
+            self.seal_soon(new.table_id)
+        return CommandResult(
+            True,
+            plan.result,
+            False,
+            appended.first_version,
+            appended.last_version,
+            new,
+            plan.request.views is not None,
+        )
+
+    def views_after(self, following: Table, now: int) -> dict[str, str] | None:
+        """Return the stored view parts of ``following`` (a decided command's table, its events
+        timed ``now``) for the append to store with the events, or None when the store keeps
+        no views or they cannot be built (the projector then builds them from the feed).
+
+        Built by ``stored_parts.parts_of``, as the projector builds them: so a view is current
+        when the command's answer is, and the projector, finding it current, skips the table.
+        """
+        if not self.store_views:
+            return None
+        try:
+            return parts_of(following, now)
+        except Exception:  # views are derived data: never a reason to refuse a command
+            _log.exception("views not built", table=following.table_id, version=following.version)
+            return None
+
+    def seal_soon(self, table_id: str) -> None:
+        """Give back the memory a finished table's stream keeps for more appends
+        (``EventStore.seal``, after its last event), in a task of its own: nothing waits for it
+        (no command comes after a table's last event), so a command or a batch does not wait a
+        round trip for it.  At most :data:`SEALS_IN_FLIGHT` seals hold a connection at once; the
+        others wait their turn.  A failure is logged: the table is whole either way."""
+        task = asyncio.create_task(self._seal(table_id), name="seal")
+        self._sealing.add(task)
+        task.add_done_callback(self._sealing.discard)
+
+    async def _seal(self, table_id: str) -> None:
+        async with self._seal_slots:
+            try:
+                await self.store.seal(table_id)
+            except Exception:
+                _log.exception("seal failed", table=table_id)
+
+    async def sealed(self) -> None:
+        """Wait until the seals started by :meth:`seal_soon` are done."""
+        while self._sealing:
+            await asyncio.gather(*self._sealing)
+
+
+def _body(event: TableEvent, command_id: str, now: int) -> dict[str, Any]:
+    """Return the stored body of a new event: payload, command id and time (events/envelope.py)."""
+    body: dict[str, Any] = event.model_dump(mode="json")
+    body["command_id"] = command_id
+    body["time"] = now
+    return body
+
+
+def _status(table: Table, events: list[TableEvent]) -> str | None:
+    for event in reversed(events):
+        if isinstance(event, MatchEnded):
+            return "over"
+        if isinstance(event, TableCreated):
+            return "open"
+        if isinstance(event, DealStarted):
+            return "playing"
+    return None
+
+
+def _replayed(appended: AppendResult) -> CommandResult:
+    result: dict[str, Any] = json.loads(appended.result) if appended.result else {}
+    return CommandResult(
+        bool(result.get("ok")), result, True, appended.first_version, appended.last_version
+    )
