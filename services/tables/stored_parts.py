@@ -41,7 +41,7 @@ PUBLIC = "public"
 SPECTATOR = "spectator"
 SEAT_PARTS = ("seat0", "seat1")
 STORED_PARTS: tuple[str, ...] = (PUBLIC, *SEAT_PARTS)
-"""The parts the projector stores, as in ``KeySpace.table_view(table_id, part)``."""
+"""The parts stored per table (engine worker and projector), as in ``KeySpace.table_view``."""
 VIEWERS: tuple[str, ...] = (PUBLIC, *SEAT_PARTS, SPECTATOR)
 """The views a reader asks for: the public one, a seat's, a spectator's."""
 RETIRED_PARTS: tuple[str, ...] = (SPECTATOR,)
