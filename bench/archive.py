@@ -24,7 +24,7 @@ from events.chain import GENESIS_HASH
 from services.archive.folder import SUFFIX, FolderArchive
 from services.archive.mover import Archiver
 from services.redis_server import LocalRedis
-from services.selfplay import SelfplayConfig, record_selfplay
+from services.selfplay.cli import SelfplayConfig, record_selfplay
 from services.store import KeySpace, MemoryEventStore, RedisEventStore
 from services.store.base import AppendRequest
 from services.store.client import connect

@@ -32,7 +32,7 @@ from bench.namespaces import delete_namespace
 from engine import game
 from services import audit, cli
 from services.audit import audit_store, fast_redecide, load_tables
-from services.selfplay import SelfplayConfig, record_selfplay
+from services.selfplay.cli import SelfplayConfig, record_selfplay
 from services.store import KeySpace, RedisEventStore
 from services.store.client import connect
 

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.machine import cpu_model, load_average
 from engine.state import changed
 from events.commands import CreateTable
-from services import lobby
+from services.lobby import listing
 from services.redis_server import LocalRedis
 from services.store import MemoryEventStore
 from services.store.client import connect
@@ -48,11 +48,11 @@ async def _run(tables: int, pages: int, folder: Path) -> dict[str, Any]:
         writes: list[float] = []
         for start in range(0, tables, 100):
             rows = [
-                lobby.lobby_row(changed(template, table_id=f"t-{n:012d}"))
+                listing.lobby_row(changed(template, table_id=f"t-{n:012d}"))
                 for n in range(start, min(start + 100, tables))
             ]
             began = time.perf_counter()
-            await lobby.write_rows(client, keys, rows, 1_000_000 + start)
+            await listing.write_rows(client, keys, rows, 1_000_000 + start)
             writes.append(time.perf_counter() - began)
         memory = 0
         for part in ("waiting", "running", "rows"):
@@ -65,14 +65,14 @@ async def _run(tables: int, pages: int, folder: Path) -> dict[str, Any]:
         middle = None
         cursor = None
         for _ in range(tables // 200):  # walk to the middle of the list, 100 at a time
-            cursor = (await lobby.page(client, keys, "waiting", 100, cursor))["next_cursor"]
+            cursor = (await listing.page(client, keys, "waiting", 100, cursor))["next_cursor"]
         middle = cursor
         for limit in (20, 100):
             for name, at in (("first", None), ("middle", middle)):
                 times = []
                 for _ in range(pages):
                     began = time.perf_counter()
-                    page = await lobby.page(client, keys, "waiting", limit, at)
+                    page = await listing.page(client, keys, "waiting", limit, at)
                     times.append(time.perf_counter() - began)
                 assert len(page["tables"]) == limit
                 times.sort()

@@ -53,8 +53,8 @@ from bench.raw_redis import (  # noqa: E402
     open_connection,
     resp_array,
 )
-from services.gc_tuning import settle_long_lived  # noqa: E402
 from services.redis_server import LocalRedis  # noqa: E402
+from services.serve.gc_tuning import settle_long_lived  # noqa: E402
 from services.store.client import connect  # noqa: E402
 from services.store.keys import KeySpace, command_key  # noqa: E402
 

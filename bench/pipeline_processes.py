@@ -17,8 +17,8 @@ from pathlib import Path
 
 import redis.asyncio
 
-from services.shard_leases import lease_key
 from services.store.keys import KeySpace
+from services.store.shard_leases import lease_key
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -106,8 +106,6 @@ def redis_topology(kind: str, folder: Path, masters: int) -> Iterator[tuple[str,
         yield cluster.url, [node.pid for node in cluster.nodes if node.pid is not None]
 
 
-
-
 def start_serve(env: dict[str, str], port: int, workers: int, log: Path) -> subprocess.Popen[str]:
     argv = [sys.executable, "-m", "services.cli", "serve", "--port", str(port)]
     with log.open("w") as errors:

@@ -2,7 +2,7 @@
 
 Views of a state (``engine.views``), the engine's events (``engine.views.visible_event``), wire
 events on the gateway's pages and feed (``services.gateway.feed``) and the replay transcript
-(``services.replay``) all ask :func:`sees`; the rules and the callers are in
+(``services.audit.replay``) all ask :func:`sees`; the rules and the callers are in
 ``docs/services.md`` (*Secrecy*).
 """
 

@@ -34,12 +34,12 @@ from services.feed_follower import (
     time_ms,
     unique_tables,
 )
-from services.gc_tuning import settle_long_lived
 from services.lru import Lru
-from services.outage import connect_when_up
+from services.serve.gc_tuning import settle_long_lived
 from services.settings import Settings, load_settings
 from services.store.base import FeedEntry
 from services.store.keys import KeySpace
+from services.store.outage import connect_when_up
 from services.store.redis_store import RedisEventStore
 from services.tables.service import TableService
 from services.tables.table import Table

@@ -19,17 +19,11 @@ from collections.abc import Callable, Sequence
 from importlib import metadata
 from typing import TypeAlias
 
-from services import (
-    archive,
-    audit,
-    chaos,
-    loadtest,
-    lobby_cli,
-    project_cli,
-    replay,
-    selfplay,
-    serve,
-)
+import services.lobby.cli
+import services.selfplay.cli
+import services.serve.cli
+from services import archive, audit, chaos, loadtest, projector
+from services.audit import replay
 from services.store import spread
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -38,15 +32,15 @@ Handler = Callable[[argparse.Namespace], int]
 
 # One line per subcommand: (name, module.add_parser).
 SUBCOMMANDS: list[tuple[str, Registrar]] = [
-    ("selfplay", selfplay.add_parser),
+    ("selfplay", services.selfplay.cli.add_parser),
     ("audit", audit.add_parser),
     ("replay", replay.add_parser),
-    ("project", project_cli.add_parser),
-    ("serve", serve.add_parser),
+    ("project", projector.add_parser),
+    ("serve", services.serve.cli.add_parser),
     ("shards", spread.add_parser),
     ("loadtest", loadtest.add_parser),
     ("archive", archive.add_parser),
-    ("lobby", lobby_cli.add_parser),
+    ("lobby", services.lobby.cli.add_parser),
     ("chaos", chaos.add_parser),
 ]
 

@@ -17,9 +17,9 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from events import commands as wc
-from services.outage import OUTAGE_ERRORS, Outage
 from services.store.base import FeedEntry
 from services.store.keys import KeySpace
+from services.store.outage import OUTAGE_ERRORS, Outage
 from services.store.stream_watch import StreamWatch, xread_split
 from services.tables.table import Table
 
@@ -149,7 +149,7 @@ async def follow_through_outages(
     log: Any,
 ) -> None:
     """Run ``handle`` on each of ``follower``'s batches until ``stop`` is set, waiting out a
-    Redis outage (:class:`services.outage.Outage`) instead of failing: after one, the follower
+    Redis outage (:class:`services.store.outage.Outage`) instead of failing: after one, the follower
     starts again from its checkpoints (the batch in hand is read again: at least once)."""
     outage = Outage(log, f"follow:{follower.name}")
     while stop is None or not stop.is_set():

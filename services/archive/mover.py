@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from services import lobby
 from services.archive.folder import Archive
 from services.archive.pause import pause_point
 from services.archive.prepare import prepare
 from services.archive.record import ArchivedTable, ArchiveError, check_chain, pack, unpack
 from services.archive.redis_tables import delete_tables, due_tables, export_tables
+from services.lobby import listing
 from services.log import get_logger
 from services.store.base import Head
 from services.store.redis_store import RedisEventStore
@@ -183,7 +183,7 @@ class Archiver:
         replies = await delete_tables(self.store.client, self.store.keys, [*heads, *forget])
         pause_point("deleted")
         gone = [t for (t, _), reply in zip(heads, replies, strict=False) if reply == 1]
-        await lobby.forget(self.store.client, self.store.keys, gone + [t for t, _ in forget])
+        await listing.forget(self.store.client, self.store.keys, gone + [t for t, _ in forget])
         for r, reply in zip(verified, replies, strict=False):
             if reply != 1:  # the head moved (or went) after the copy was read: nothing deleted
                 tally.moved.append(r.table.table_id)

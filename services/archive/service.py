@@ -19,8 +19,8 @@ from services.archive.folder import FolderArchive
 from services.archive.mover import Archiver
 from services.archive.redis_tables import index_finished
 from services.feed_follower import run_until_signal, time_ms
-from services.outage import OUTAGE_ERRORS, Outage, connect_when_up, pause
 from services.settings import Settings, load_settings
+from services.store.outage import OUTAGE_ERRORS, Outage, connect_when_up, pause
 from services.store.redis_store import RedisEventStore
 
 __all__ = ["main", "run_archiver"]

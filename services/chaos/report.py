@@ -19,7 +19,7 @@ from services.chaos.harness import Findings, Plan
 
 REDIS_RESTARTED_BY = "serve"
 """Who starts Redis again after its SIGKILL: ``conquian serve``'s supervisor, as it restarts
-the services (``services.supervisor``)."""
+the services (``services.serve.supervisor``)."""
 
 
 def build(plan: Plan, findings: Findings) -> dict[str, Any]:

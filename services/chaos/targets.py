@@ -4,7 +4,7 @@ A service is found by its command line among the processes of serve's process gr
 runs in a session of its own and starts every child in its group), so a replacement started
 by serve is found the same way.  Serve's private Redis runs in a session of its own; it is
 found among serve's children by its ``--port``.  Serve restarts each of them
-(``services.supervisor``); Redis comes back on the same port and data folder, from its AOF
+(``services.serve.supervisor``); Redis comes back on the same port and data folder, from its AOF
 (``docs/chaos.md``).
 """
 
@@ -26,7 +26,7 @@ SERVICES: dict[str, str] = {
     "clock": "services.turn_clock",
     "gateway": "services.gateway.app:create_app",
 }
-"""Each kind of service, and what its command line holds (``services.serve.children``)."""
+"""Each kind of service, and what its command line holds (``services.serve.cli.children``)."""
 
 REDIS = "redis"
 KINDS: tuple[str, ...] = (*SERVICES, REDIS)

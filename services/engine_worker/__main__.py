@@ -8,8 +8,8 @@ import signal
 import sys
 
 from services.engine_worker.worker import run_worker
-from services.gc_tuning import YOUNG_BACKSTOP, settle_long_lived
 from services.log import configure
+from services.serve.gc_tuning import YOUNG_BACKSTOP, settle_long_lived
 from services.settings import load_settings
 
 

@@ -11,16 +11,16 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from services import compact_json
 from services.engine_worker.entries import GROUP, Entry, Malformed
 from services.engine_worker.metrics import ACCEPTED, DUPLICATE, REJECTED
-from services.hint_channels import hint_dropped
+from services.store import compact_json
+from services.store.hint_channels import hint_dropped
 from services.tables.service import CommandResult
 
 
 @dataclass(frozen=True)
 class HintChannels:
-    """Where the hints go (``services.hint_channels``), and the share of hint messages dropped
+    """Where the hints go (``services.store.hint_channels``), and the share of hint messages dropped
     on purpose (``Settings.drop_hints``, a fault for tests)."""
 
     results: str

@@ -22,7 +22,6 @@ import redis.exceptions
 from redis.asyncio import Redis
 
 from engine.codes import Code
-from services import compact_json
 from services.engine_worker.answers import (
     AcksInFlight,
     HintChannels,
@@ -32,7 +31,8 @@ from services.engine_worker.answers import (
 )
 from services.engine_worker.entries import Entry, Malformed, RawEntry, parse_entry
 from services.engine_worker.metrics import APPEND_SECONDS
-from services.lobby import LobbyRow, lobby_row, write_rows
+from services.lobby.listing import LobbyRow, lobby_row, write_rows
+from services.store import compact_json
 from services.store.base import VersionConflict
 from services.store.keys import KeySpace, command_key
 from services.store.redis_store import RedisEventStore

@@ -24,7 +24,7 @@ from faststream.redis.subscriber.usecases import LogicSubscriber, StreamBatchSub
 from redis.asyncio.cluster import RedisCluster
 
 from services.log import get_logger
-from services.outage import OUTAGE_ERRORS, Outage
+from services.store.outage import OUTAGE_ERRORS, Outage
 from services.store.stream_watch import StreamWatch, answered
 
 
@@ -157,7 +157,7 @@ class ShardStreamsSubscriber(StreamBatchSubscriber):
         """Read once and hand every entry read, of every stream, to the handler as one batch.
 
         A read that fails because Redis is away is tried again after a pause of at most a
-        second (:class:`~services.outage.Outage`), where FastStream's loop would wait five."""
+        second (:class:`~services.store.outage.Outage`), where FastStream's loop would wait five."""
         self._busy = frozenset(self._streams())
         try:
             try:

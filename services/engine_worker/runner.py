@@ -16,8 +16,8 @@ from services.engine_worker.entries import GROUP
 from services.engine_worker.loop import OwnedShard, ShardLoop
 from services.engine_worker.metrics import COMMAND_BACKLOG
 from services.log import get_logger
-from services.outage import MAX_PAUSE_S, OUTAGE_ERRORS, Outage
 from services.settings import Settings
+from services.store.outage import MAX_PAUSE_S, OUTAGE_ERRORS, Outage
 
 
 def _b(value: Any) -> bytes:

@@ -20,17 +20,17 @@ from services.engine_worker.entries import GROUP, RawEntry
 from services.engine_worker.loop import OwnedShard, ShardLoop
 from services.engine_worker.reader import STREAMS_FIELD, ShardStreamsSubscriber, subscribe_shards
 from services.engine_worker.runner import ShardRunner
-from services.gc_tuning import collect_at_rest
-from services.hint_channels import results_channel, views_channel
 from services.log import get_logger
-from services.outage import OUTAGE_ERRORS, Outage, connect_when_up
+from services.serve.gc_tuning import collect_at_rest
 from services.settings import Settings
-from services.shard_leases import ShardLeases
 from services.store.client import connect, make_broker
+from services.store.hint_channels import results_channel, views_channel
+from services.store.outage import OUTAGE_ERRORS, Outage, connect_when_up
 from services.store.redis_store import RedisEventStore
+from services.store.shard_leases import ShardLeases
 from services.tables.service import CommandResult, TableService
 from services.tables.table import Table
-from services.tokens import SeatTokens, load_secret
+from services.tables.tokens import SeatTokens, load_secret
 
 MAX_DELIVERIES = 5
 """Deliveries (and failed attempts) after which a command is given up as ``command/failed``."""
@@ -158,7 +158,7 @@ class EngineWorker:
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self, stop: asyncio.Event | None = None) -> None:
         """Connect, create the consumer groups, register and start the FastStream app; while
-        Redis does not answer, wait (``services.outage``) unless ``stop`` is set."""
+        Redis does not answer, wait (``services.store.outage``) unless ``stop`` is set."""
         settings = self.settings
         outage = Outage(self.log, "start")
         while True:

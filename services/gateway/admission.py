@@ -29,7 +29,7 @@ from services.gateway.rate_limit import RateLimits
 from services.lru import Lru
 from services.store.keys import KeySpace
 from services.tables.table import SEED_KEY, TOKEN_KEY
-from services.tokens import SeatTokens, hash_token, token_matches
+from services.tables.tokens import SeatTokens, hash_token, token_matches
 
 SEATS = (0, 1)
 TABLE_LEVEL = frozenset({"create_table", "join", "rematch"})

@@ -282,5 +282,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     return write_or_check(args.path, render(), args.check)
 
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -49,5 +49,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     return write_or_check(args.path, rewrite(args.path.read_text("utf-8")), args.check)
 
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -32,6 +32,7 @@ UNAVAILABLE: tuple[type[Exception], ...] = (
 )
 """What Redis raises while it is away, loading its AOF or failing over: ``store/unavailable``."""
 
+
 class ApiError(CodedError):
     """A rejection the gateway answers at once; ``code`` is a catalogue entry (``engine.codes``),
     ``status`` its status unless given (a code passed on from the worker is its text)."""

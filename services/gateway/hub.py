@@ -15,8 +15,8 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from services.gateway import metrics
-from services.hint_channels import results_channel, views_channel
-from services.outage import MAX_PAUSE_S
+from services.store.hint_channels import results_channel, views_channel
+from services.store.outage import MAX_PAUSE_S
 
 Watcher = Callable[[int | None], None]
 """Called with the view version of a view hint, None for a result hint (new events), or -1

@@ -14,7 +14,6 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from engine.codes import Code
-from services import lobby
 from services.gateway.errors import ApiError
 from services.gateway.messages import (
     CommandAnswer,
@@ -26,6 +25,7 @@ from services.gateway.messages import (
 from services.gateway.rematch import next_table_id, open_rematch
 from services.gateway.routes import PENDING, REJECTIONS, Credentials, json_body, token_of
 from services.gateway.state import gateway_of
+from services.lobby import listing
 
 router = APIRouter()
 
@@ -40,7 +40,7 @@ router = APIRouter()
 async def list_tables(
     request: Request,
     status: Annotated[Literal["waiting", "running"], Query()] = "waiting",
-    limit: Annotated[int, Query(ge=1, le=lobby.MAX_LIMIT)] = 20,
+    limit: Annotated[int, Query(ge=1, le=listing.MAX_LIMIT)] = 20,
     cursor: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
 ) -> JSONResponse:
     """``waiting``: a free seat and no deal started; ``running``: both seats taken and the
@@ -48,8 +48,8 @@ async def list_tables(
     which tables created meanwhile do not shift."""
     gateway = gateway_of(request)
     try:
-        body = await lobby.page(gateway.redis, gateway.settings.keys, status, limit, cursor)
-    except lobby.BadCursor as exc:
+        body = await listing.page(gateway.redis, gateway.settings.keys, status, limit, cursor)
+    except listing.BadCursor as exc:
         raise ApiError(Code.QUERY_INVALID, str(exc)) from None
     return JSONResponse(body)
 

@@ -18,7 +18,7 @@ from engine.codes import Code
 from events.commands import Command, CreateTable, Join, RuleOptions
 from services.gateway.errors import ApiError
 from services.gateway.state import Gateway
-from services.tokens import SeatTokens
+from services.tables.tokens import SeatTokens
 
 _BASE32 = "abcdefghijklmnopqrstuvwxyz234567"
 

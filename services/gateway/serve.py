@@ -1,6 +1,6 @@
 """Serving the gateway alone: ``python -m services.gateway``.
 
-(``conquian serve``, ``services/serve.py``, supervises it with every other service; the deploy
+(``conquian serve``, ``services/serve/cli.py``, supervises it with every other service; the deploy
 files run ``uvicorn --factory services.gateway.app:create_app``.)
 
 Settings come from the environment (``services.settings``); ``--host``/``--port`` override
@@ -17,8 +17,8 @@ import asyncio
 import contextlib
 from typing import Any
 
-from services.gc_tuning import settle_long_lived
 from services.log import configure
+from services.serve.gc_tuning import settle_long_lived
 from services.settings import Settings, load_settings
 
 MAX_WS_MESSAGE = 64 * 1024
@@ -49,7 +49,7 @@ async def serve(
 
         helpers.append(asyncio.create_task(run_worker(settings, stop)))
     if with_projector:
-        from services.projector import run_projector
+        from services.projector.run import run_projector
 
         helpers.append(asyncio.create_task(run_projector(settings, stop)))
     try:

@@ -17,11 +17,11 @@ from services.gateway.live import Rooms
 from services.gateway.rate_limit import RateLimits, exempt_networks
 from services.gateway.view_reader import ViewReader
 from services.log import get_logger
-from services.outage import OUTAGE_ERRORS, Outage, connect_when_up
 from services.settings import Settings
 from services.store.base import EventStore
+from services.store.outage import OUTAGE_ERRORS, Outage, connect_when_up
 from services.store.redis_store import RedisEventStore
-from services.tokens import SeatTokens, load_secret
+from services.tables.tokens import SeatTokens, load_secret
 
 
 @dataclass
@@ -50,7 +50,7 @@ class Gateway:
 
 async def open_gateway(settings: Settings) -> Gateway:
     """Connect to Redis, load the token secret and start the hub; while Redis does not answer,
-    wait (``services.outage``) rather than fail the start."""
+    wait (``services.store.outage``) rather than fail the start."""
     log = get_logger("gateway")
     redis = await connect_when_up(settings.redis_url, log)
     assert redis is not None  # without a stop event it returns only once connected

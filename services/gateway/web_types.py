@@ -128,5 +128,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     return write_or_check(args.output, render(args.schema_folder), args.check)
 
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -20,7 +20,7 @@ import orjson
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from services.hint_channels import results_channel
+from services.store.hint_channels import results_channel
 from services.store.keys import KeySpace
 
 Wake = Callable[[str, int], None]

@@ -1,4 +1,8 @@
-"""The command line: ``conquian project`` and ``python -m services.projector``."""
+"""The command line: ``conquian project`` and ``python -m services.projector``.
+
+The parser is built without importing the projector itself (Redis client, engine), so that
+``conquian`` starts fast; :func:`run_command` imports it when the subcommand runs.
+"""
 
 from __future__ import annotations
 
@@ -8,17 +12,54 @@ import contextlib
 import signal
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from services.gc_tuning import YOUNG_BACKSTOP, settle_long_lived
-from services.project_cli import arguments
-from services.projector.records import ProjectorBusy
-from services.projector.run import Projector, projector_for, run_projector
-from services.settings import Settings, load_settings
-from services.store.client import connect
+if TYPE_CHECKING:
+    from services.cli import Subparsers
+    from services.projector.run import Projector
+    from services.settings import Settings
+
+__all__ = ["add_parser", "arguments", "main", "run_command"]
+
+
+def add_parser(subparsers: Subparsers, name: str) -> argparse.ArgumentParser:
+    """Add the ``project`` subcommand and its arguments."""
+    parser = subparsers.add_parser(
+        name,
+        help="keep table views up to date from the shard feeds",
+        description="Follows every shard feed and writes each table's public, seat and "
+        "spectator views with the checkpoint.  Runs until SIGINT/SIGTERM unless --once or "
+        "--rebuild is given.",
+    )
+    arguments(parser)
+    parser.set_defaults(handler=run_command)
+    return parser
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the arguments of ``conquian project`` and ``python -m services.projector``."""
+    parser.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="rebuild every view from the event streams, then exit (see --follow)",
+    )
+    parser.add_argument(
+        "--once", action="store_true", help="apply what the feeds hold now, then exit"
+    )
+    parser.add_argument(
+        "--follow", action="store_true", help="after --rebuild, keep following the feeds"
+    )
+    parser.add_argument("--redis-url", help="Redis URL (default: REDIS_URL or settings)")
+    parser.add_argument("--namespace", help="key namespace (default: CONQUIAN_NAMESPACE)")
+    parser.add_argument("--shards", type=int, help="number of shards (default: CONQUIAN_SHARDS)")
+    parser.add_argument(
+        "--metrics-port", type=int, default=0, help="serve Prometheus metrics on this port"
+    )
 
 
 def _settings(args: argparse.Namespace) -> Settings:
+    from services.settings import load_settings
+
     overrides: dict[str, object] = {}
     if args.redis_url:
         overrides["redis_url"] = args.redis_url
@@ -30,8 +71,9 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    """Run ``conquian project`` with its parsed arguments (``services.project_cli``)."""
+    """Run ``conquian project`` with its parsed arguments; returns the exit status."""
     from services.log import configure
+    from services.projector.records import ProjectorBusy
 
     settings = _settings(args)
     configure(settings.log_level)
@@ -56,6 +98,9 @@ def _run_loop(main: Any) -> int:
 
 
 async def _run(args: argparse.Namespace, settings: Settings) -> int:
+    from services.projector.run import projector_for
+    from services.store.client import connect
+
     if args.follow or not (args.once or args.rebuild):
         await _follow_until_signalled(args, settings)
         return 0
@@ -73,6 +118,9 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _follow_until_signalled(args: argparse.Namespace, settings: Settings) -> None:
     """Follow the shards (rebuilding first with ``--rebuild``) until SIGINT or SIGTERM."""
+    from services.projector.run import run_projector
+    from services.serve.gc_tuning import YOUNG_BACKSTOP, settle_long_lived
+
     settle_long_lived(young_threshold=YOUNG_BACKSTOP)  # with collect_at_rest between batches
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

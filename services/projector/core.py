@@ -11,11 +11,11 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
-from services.hint_channels import hint_dropped, views_channel
 from services.log import get_logger
 from services.lru import Lru
 from services.projector.records import ShardWrite
 from services.projector.scripts import READ_ONLY, SCRIPT_SHA, SCRIPTS
+from services.store.hint_channels import hint_dropped, views_channel
 from services.store.keys import KeySpace
 from services.store.redis_store import READ_CHUNK
 from services.store.stream_watch import StreamWatch

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 
 from services.projector.core import ProjectorCore
 from services.projector.records import ProjectorBusy
-from services.shard_leases import fair_share, heartbeat, preference
+from services.store.shard_leases import fair_share, heartbeat, preference
 
 REGISTRY = "projectors"
 """The last part of the projectors' heartbeat registry ``<ns>:projectors`` (a sorted set)."""

@@ -12,14 +12,14 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from services.gc_tuning import collect_at_rest
 from services.log import get_logger
-from services.outage import OUTAGE_ERRORS, Outage, connect_when_up
 from services.projector.rebuild import ProjectorRebuild
 from services.projector.records import RoundStats
 from services.projector.round import ProjectorRound
+from services.serve.gc_tuning import collect_at_rest
 from services.settings import Settings
 from services.store.keys import KeySpace
+from services.store.outage import OUTAGE_ERRORS, Outage, connect_when_up
 
 ROUND_ERRORS: tuple[type[BaseException], ...] = (RedisError, *OUTAGE_ERRORS)
 """What makes a round start again from what Redis holds (an outage: after a pause)."""

@@ -38,7 +38,7 @@ def resolve_server(
     environ: Mapping[str, str] | None = None,
 ) -> Iterator[tuple[str, LocalRedis | None]]:
     """As :func:`resolve_redis`, and yield the private server too (None for ``REDIS_URL``),
-    so that its caller can restart it (``services.supervisor``)."""
+    so that its caller can restart it (``services.serve.supervisor``)."""
     env = os.environ if environ is None else environ
     url = env.get("REDIS_URL")
     if url:

@@ -184,7 +184,7 @@ class KeySpace:
 
     def lobby(self, part: str) -> str:
         """``<ns>:{lobby}:<part>``: a key of the lobby (``waiting``, ``running``, ``rows``), all
-        in one slot of their own (``services/lobby.py``)."""
+        in one slot of their own (``services/lobby/listing.py``)."""
         return f"{self.ns}:{{lobby}}:{part}"
 
     def cmdid_field(self, table_id: str, command_id: str) -> str:

@@ -16,9 +16,9 @@ from events.commands import Command
 from events.domain import DealStarted, MatchEnded, TableCreated, TableEvent
 from events.fairness import new_seed
 from events.mapping import rejection
-from services import compact_json
 from services.log import get_logger
 from services.lru import Lru
+from services.store import compact_json
 from services.store.base import AppendRequest, AppendResult, EventStore, VersionConflict
 from services.store.keys import command_key, other_command_keys
 from services.tables.decide import (

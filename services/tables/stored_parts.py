@@ -107,7 +107,7 @@ def dump_part(part: Mapping[str, Any]) -> str:
     """Return the JSON text of a part: compact, keys in the order the part was built, what
     ``json.dumps(part, separators=(",", ":"), ensure_ascii=False)`` writes.
 
-    By orjson, without ``services.compact_json``'s option for other keys: parts have text keys
+    By orjson, without ``services.store.compact_json``'s option for other keys: parts have text keys
     only (``docs/performance.md`` has what each choice saved).  A part with another key raises
     TypeError.
     """

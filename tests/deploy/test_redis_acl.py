@@ -45,8 +45,6 @@ SHARDS = 4
 pytestmark = pytest.mark.timeout(300)
 
 
-
-
 def render(out: Path, passwords: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """Run the deploy script that renders the ACL file, with ``passwords`` in its environment."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONQUIAN_REDIS_PASSWORD_")}

@@ -33,15 +33,15 @@ from services.settings import Settings
 from services.store.client import connect
 from services.store.redis_store import RedisEventStore
 from services.tables.service import TableService
-from services.tokens import SeatTokens, load_secret
+from services.tables.tokens import SeatTokens, load_secret
 
 Policy = Callable[[Sequence[str]], str]
 """Chooses one of a seat's legal actions (engine notation, ``engine.notation``)."""
 
 
-
 TEST_SECRET = "services-test-secret-0123456789"
 """The token secret of the service tests' default settings (``tests/services/conftest.py``)."""
+
 
 def eager(legal: Sequence[str]) -> str:
     """Take or meld whenever possible (the most hand cards), else the first action."""
@@ -108,7 +108,7 @@ class Stack:
 
     async def _start(self) -> None:
         from services.engine_worker import EngineWorker
-        from services.projector import run_projector
+        from services.projector.run import run_projector
 
         settings = self.settings
         self._redis = connect(settings.redis_url)

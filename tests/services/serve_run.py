@@ -25,12 +25,10 @@ from typing import Any
 import redis
 
 from services.redis_server.local import free_port
-from services.shard_leases import lease_key
 from services.store.keys import KeySpace
+from services.store.shard_leases import lease_key
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
 
 
 def delete_namespace(redis_url: str, namespace: str) -> None:

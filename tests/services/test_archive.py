@@ -21,13 +21,14 @@ import redis
 import redis.asyncio
 
 from events.commands import CreateTable
-from services import cli, lobby
+from services import cli
 from services.archive.folder import FolderArchive
 from services.archive.mover import Archiver
 from services.archive.record import ArchiveError, check_chain, pack, unpack
 from services.archive.redis_tables import delete_tables, export_tables
-from services.lobby import lobby_row
-from services.selfplay import SelfplayConfig, record_selfplay
+from services.lobby import listing
+from services.lobby.listing import lobby_row
+from services.selfplay.cli import SelfplayConfig, record_selfplay
 from services.store import Head, KeySpace, RedisEventStore
 from services.tables.service import TableService
 
@@ -125,8 +126,8 @@ async def test_finished_tables_move_to_the_archive_and_their_keys_go(
     before = {t: await store.read(t) for t in TABLES}
     heads = {t: await store.head(t) for t in TABLES}
     # a lobby row left behind (a running row whose end was never written, a finished one)
-    stale = [lobby.LobbyRow(t, 1, "running", {"table_id": t}) for t in TABLES]
-    await lobby.write_rows(redis_client, keys, [*stale, lobby_row(live_table)], 1)
+    stale = [listing.LobbyRow(t, 1, "running", {"table_id": t}) for t in TABLES]
+    await listing.write_rows(redis_client, keys, [*stale, lobby_row(live_table)], 1)
 
     # not old enough yet: nothing moves
     code, data = await asyncio.to_thread(
@@ -337,7 +338,7 @@ async def test_the_service_archives_what_ends_and_stops_on_request(
 def test_serve_runs_the_archiver_only_with_an_archive_dir() -> None:
     import argparse
 
-    from services.serve import children
+    from services.serve.cli import children
 
     args = argparse.Namespace(workers=1, host="127.0.0.1", port=8000)
     assert "archive" not in [c.name for c in children(args)]

@@ -28,7 +28,7 @@ import redis.asyncio
 from services.archive.folder import SUFFIX, FolderArchive
 from services.archive.pause import PAUSE_ENV, STEPS
 from services.archive.record import check_chain, unpack
-from services.selfplay import SelfplayConfig, record_selfplay
+from services.selfplay.cli import SelfplayConfig, record_selfplay
 from services.store import Head, KeySpace, RedisEventStore
 
 ROOT = Path(__file__).resolve().parents[2]

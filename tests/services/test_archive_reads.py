@@ -18,7 +18,7 @@ import redis.asyncio
 from services import cli
 from services.archive.folder import FolderArchive
 from services.archive.mover import Archiver
-from services.selfplay import SelfplayConfig, record_selfplay
+from services.selfplay.cli import SelfplayConfig, record_selfplay
 from services.settings import Settings, load_settings
 from services.store import KeySpace, RedisEventStore
 from tests.services.gateway_stack import Seat, Stack, refuser, wire_command

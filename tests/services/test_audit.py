@@ -38,7 +38,7 @@ from services.audit import (
     fast_payload_ok,
     load_tables,
 )
-from services.selfplay import SelfplayConfig, record_selfplay
+from services.selfplay.cli import SelfplayConfig, record_selfplay
 from services.store import KeySpace, MemoryEventStore, RedisEventStore, StoreError
 from services.store.base import EventStore, Head, StoredEvent
 from services.store.redis_store import decode_packed, pack_body, unpack_body

@@ -32,10 +32,10 @@ from services.chaos.checks import applied_twice, command_runs, read_views, run_c
 from services.feed_follower import FeedFollower
 from services.redis_server.cluster import LocalCluster, slot_ranges
 from services.settings import load_settings
-from services.shard_leases import heartbeat, registry_key
 from services.store.client import connect, is_cluster
 from services.store.keys import KeySpace
 from services.store.redis_store import RedisEventStore
+from services.store.shard_leases import heartbeat, registry_key
 from tests.services.test_serve import ROOT, free_port, http, start_serve, wait_for_line
 
 pytestmark = pytest.mark.redis
@@ -142,7 +142,7 @@ def _master(client: RedisCluster, key: str) -> str:
 
 def run_probe(env: dict[str, str], name: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "services.probe", name],
+        [sys.executable, "-m", "services.serve.probe", name],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
 
@@ -334,7 +334,7 @@ async def test_the_lobby_is_one_slot_whatever_the_master_of_each_table(
 
     from engine.state import changed
     from events import commands as wc
-    from services import lobby
+    from services.lobby import listing
     from services.store import MemoryEventStore
     from services.tables.service import TableService
     from services.tables.table import SeatHolder, Table
@@ -351,7 +351,7 @@ async def test_the_lobby_is_one_slot_whatever_the_master_of_each_table(
         table: Table = created.table
         if n % 3 == 0:  # both seats taken: a running table
             table = changed(table, seats=(SeatHolder("ana"), SeatHolder("bo")))
-        rows.append(lobby.lobby_row(table))
+        rows.append(listing.lobby_row(table))
     client = connect(shared_cluster.url)
     assert isinstance(client, RedisCluster)
     try:
@@ -359,19 +359,19 @@ async def test_the_lobby_is_one_slot_whatever_the_master_of_each_table(
         masters = {_master(client, keys.head(f"lt-{n}")) for n in range(12)}
         assert len(masters) == 3  # the tables are all over the cluster, the lobby in one slot
         for n, row in enumerate(rows):
-            await lobby.write_rows(client, keys, [row], 1_000 + n)
+            await listing.write_rows(client, keys, [row], 1_000 + n)
         pages: list[str] = []
         cursor = None
         while True:
-            page = await lobby.page(client, keys, "waiting", 3, cursor)
+            page = await listing.page(client, keys, "waiting", 3, cursor)
             pages += [t["table_id"] for t in page["tables"]]
             cursor = page["next_cursor"]
             if cursor is None:
                 break
         assert pages == [f"lt-{n}" for n in range(11, -1, -1) if n % 3]
-        running = await lobby.page(client, keys, "running", 100, None)
+        running = await listing.page(client, keys, "running", 100, None)
         assert [t["table_id"] for t in running["tables"]] == ["lt-9", "lt-6", "lt-3", "lt-0"]
-        await lobby.forget(client, keys, [f"lt-{n}" for n in range(12)])
-        assert (await lobby.page(client, keys, "running", 100, None))["tables"] == []
+        await listing.forget(client, keys, [f"lt-{n}" for n in range(12)])
+        assert (await listing.page(client, keys, "running", 100, None))["tables"] == []
     finally:
         await client.aclose()

@@ -16,8 +16,6 @@ from tests.services.gateway_stack import Seat, Stack, refuser, wire_command
 SHARED = "shared-cmd-0001"
 
 
-
-
 async def to_act(seats: tuple[Seat, Seat], version: int) -> tuple[Seat, list[str]]:
     """Return the seat to act at ``version`` and its legal actions."""
     for seat in seats:

@@ -1,4 +1,4 @@
-"""``services.compact_json.dumps`` writes what the standard library's compact form would."""
+"""``services.store.compact_json.dumps`` writes what the standard library's compact form would."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.compact_json import dumps
+from services.store.compact_json import dumps
 
 values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(),

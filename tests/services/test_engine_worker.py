@@ -32,12 +32,12 @@ from events.commands import (
 )
 from services.engine_worker import GROUP, EngineWorker
 from services.engine_worker.answers import AcksInFlight, acknowledge
-from services.hint_channels import results_channel, views_channel
 from services.settings import Settings, load_settings
-from services.shard_leases import fair_share, lease_key, registry_key
 from services.store.client import packing_in_c, without_call_timeouts
+from services.store.hint_channels import results_channel, views_channel
 from services.store.keys import command_key
 from services.store.redis_store import RedisEventStore
+from services.store.shard_leases import fair_share, lease_key, registry_key
 from services.tables.decide import Decision
 from services.tables.service import CommandResult, TableService
 from services.tables.stored_parts import STORED_PARTS

@@ -26,7 +26,7 @@ from services.gateway.errors import status_of
 from services.redis_server import LocalRedis
 from services.settings import Settings, load_settings
 from services.store import Head, RedisEventStore
-from services.tokens import hash_token
+from services.tables.tokens import hash_token
 from tests.services.gateway_stack import TEST_SECRET, Seat, Stack, refuser, wire_command
 
 

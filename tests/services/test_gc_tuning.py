@@ -1,11 +1,11 @@
-"""services.gc_tuning: full collections leave the survivors frozen; cycles wait for the thaw."""
+"""services.serve.gc_tuning: full collections leave survivors frozen; cycles wait for the thaw."""
 
 from __future__ import annotations
 
 import gc
 import weakref
 
-from services.gc_tuning import collect_at_rest, settle_long_lived
+from services.serve.gc_tuning import collect_at_rest, settle_long_lived
 
 
 class Node:

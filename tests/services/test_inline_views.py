@@ -24,9 +24,10 @@ from played_tables import (  # tests/services on sys.path
 from prometheus_client import REGISTRY
 
 from events.commands import NextDeal
-from services.projector import LAG, Projector
 from services.projector import run as follow_module
+from services.projector.metrics import LAG
 from services.projector.records import RoundStats, ShardWrite
+from services.projector.run import Projector
 from services.store import KeySpace, MemoryEventStore, RedisEventStore
 from services.store.base import VersionConflict
 from services.tables.service import CommandResult, TableService

@@ -10,9 +10,10 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from services import cli, lobby
+from services import cli
 from services.gateway.rematch import next_table_id
-from services.tokens import SeatTokens
+from services.lobby import listing
+from services.tables.tokens import SeatTokens
 from tests.services.gateway_stack import TEST_SECRET, Seat, Stack
 
 
@@ -105,7 +106,7 @@ async def test_pages_are_newest_first_and_stable_under_inserts(stack: Stack) -> 
         {"limit": "x"},
         {"status": "over"},
         {"cursor": "not-a-cursor"},
-        {"cursor": lobby.encode_cursor("123:t-1")},
+        {"cursor": listing.encode_cursor("123:t-1")},
         {"cursor": ""},
     ],
 )
@@ -122,12 +123,12 @@ async def test_an_older_row_never_replaces_a_newer_one(stack: Stack, redis_clien
     await stack.join("old-1", "ana", seat=0)
     await stack.join("old-1", "bo", seat=1)
     table = await stack.worker.service.load("old-1")
-    stale = lobby.LobbyRow("old-1", 1, "waiting", {"table_id": "old-1"})
-    await lobby.write_rows(redis_client, keys, [stale], 0)
+    stale = listing.LobbyRow("old-1", 1, "waiting", {"table_id": "old-1"})
+    await listing.write_rows(redis_client, keys, [stale], 0)
     assert (await listed(stack))["tables"] == []
     [row] = (await listed(stack, status="running"))["tables"]
     assert row["version"] == table.version
-    await lobby.forget(redis_client, keys, ["old-1"])
+    await listing.forget(redis_client, keys, ["old-1"])
     assert (await listed(stack, status="running"))["tables"] == []
     assert await redis_client.hget(keys.lobby("rows"), "old-1") is None
 
@@ -144,7 +145,7 @@ async def test_a_failed_lobby_write_is_retried_until_written(
         calls.append([r.table_id for r in rows])
         if len(calls) == 1:
             raise RedisConnectionError("the lobby is away")
-        await lobby.write_rows(redis, keys, rows, now)
+        await listing.write_rows(redis, keys, rows, now)
 
     monkeypatch.setattr(loop, "write_rows", flaky)
     await stack.create(table_id="flaky-1", deals=1)

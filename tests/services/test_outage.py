@@ -1,4 +1,4 @@
-"""The backoff every service uses while Redis is away (``services.outage``)."""
+"""The backoff every service uses while Redis is away (``services.store.outage``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import redis.exceptions
 
-from services.outage import FIRST_PAUSE_S, MAX_PAUSE_S, OUTAGE_ERRORS, Outage
+from services.store.outage import FIRST_PAUSE_S, MAX_PAUSE_S, OUTAGE_ERRORS, Outage
 
 
 class Lines:

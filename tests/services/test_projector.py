@@ -41,7 +41,8 @@ from events.envelope import BODY_KEYS
 from events.mapping import revealed_decks, to_engine
 from events.upcast import parse_event
 from services.cli import main as cli_main
-from services.projector import Projector, ProjectorBusy, run_projector
+from services.projector.records import ProjectorBusy
+from services.projector.run import Projector, run_projector
 from services.settings import load_settings
 from services.store import KeySpace, MemoryEventStore, RedisEventStore
 from services.tables.service import TableService
@@ -638,10 +639,10 @@ def test_cli_rebuild_refuses_while_another_projector_holds_a_lease(
 
 
 def test_python_m_entry_point_parses_the_same_arguments() -> None:
-    from services import projector
+    from services.projector.cli import main
 
     with pytest.raises(SystemExit) as exc:
-        projector.main(["--help"])
+        main(["--help"])
     assert exc.value.code == 0
 
 

@@ -24,7 +24,7 @@ from played_tables import (  # tests/services on sys.path
     assert_views_current,
 )
 
-from services.projector import Projector
+from services.projector.run import Projector
 from services.redis_server import LocalRedis
 from services.store import KeySpace, RedisEventStore
 from services.store.client import connect

@@ -14,7 +14,7 @@ from engine.rules import PRESETS
 from events.fairness import commitment, parse_seed
 from services import cli
 from services.audit import audit_table
-from services.selfplay import (
+from services.selfplay.cli import (
     RecordingConflict,
     SelfplayConfig,
     command_id_of,

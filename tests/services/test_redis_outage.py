@@ -44,8 +44,6 @@ LOOPS = {"engine_worker", "projector", "bots_runner", "turn_clock", "archive"}
 """The loggers of the services whose loops call Redis on their own (the gateway only answers)."""
 
 
-
-
 def answers(url: str) -> bool:
     client = redis.Redis.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
     try:

@@ -15,8 +15,8 @@ from engine.notation import format_position, parse_position
 from events.commands import CreateTable, Join
 from events.mapping import to_wire_command
 from services import cli
-from services.replay import parse_events, position_at, transcript
-from services.selfplay import SelfplayConfig, record_selfplay
+from services.audit.replay import parse_events, position_at, transcript
+from services.selfplay.cli import SelfplayConfig, record_selfplay
 from services.store import KeySpace, MemoryEventStore, RedisEventStore
 from services.store.base import StoredEvent
 from services.store.redis_store import pack_body

@@ -15,7 +15,7 @@ from engine.bots import make_bot
 from engine.game import fold
 from engine.game_events import DealStarted, MatchStarted, StakesSettled
 from services import cli
-from services.selfplay import (
+from services.selfplay.cli import (
     PlayedDeal,
     SelfplayConfig,
     _progress_bar,

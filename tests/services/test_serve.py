@@ -17,8 +17,6 @@ from services.redis_server.local import free_port
 ROOT = Path(__file__).resolve().parents[2]
 
 
-
-
 def http(method: str, url: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(

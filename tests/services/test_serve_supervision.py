@@ -32,8 +32,6 @@ from tests.services.serve_run import Creates, ServeRun, until, worker_shards, zo
 pytestmark = pytest.mark.timeout(300)
 
 
-
-
 def test_serve_restarts_its_redis_and_dead_services_and_loses_nothing(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     env.update(

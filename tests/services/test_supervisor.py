@@ -1,4 +1,4 @@
-"""The supervisor of ``conquian serve`` (``services.supervisor``) on tiny child processes."""
+"""The supervisor of ``conquian serve`` (``services.serve.supervisor``) on tiny child processes."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from services.redis_server import LocalRedis
-from services.supervisor import FIRST_PAUSE_S, MAX_PAUSE_S, Child, Supervisor
+from services.serve.supervisor import FIRST_PAUSE_S, MAX_PAUSE_S, Child, Supervisor
 from tests.services.serve_run import zombie
 
 

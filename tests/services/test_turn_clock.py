@@ -43,7 +43,7 @@ from engine.state import Match, Phase
 from events import commands as wc
 from events.mapping import to_wire_command
 from services.feed_follower import FeedFollower, submit_command
-from services.selfplay import deal_deck
+from services.selfplay.cli import deal_deck
 from services.settings import Settings, load_settings
 from services.store.keys import KeySpace
 from services.store.memory_store import MemoryEventStore

@@ -42,9 +42,9 @@ from events.mapping import to_wire_command
 from services import cli
 from services.engine_worker import GROUP
 from services.settings import Settings, load_settings
-from services.shard_leases import lease_key
 from services.store.keys import command_key
 from services.store.redis_store import RedisEventStore
+from services.store.shard_leases import lease_key
 from services.tables.service import TableService
 from services.tables.table import fold_table
 

@@ -30,8 +30,8 @@ import redis.asyncio
 
 from events.commands import CreateTable
 from services.settings import load_settings
-from services.shard_leases import lease_key
 from services.store.redis_store import RedisEventStore
+from services.store.shard_leases import lease_key
 
 REPO = Path(__file__).resolve().parents[2]
 SHARDS = 4

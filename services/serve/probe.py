@@ -1,7 +1,7 @@
 """The health probes of compose and Kubernetes: Redis answers, an engine worker takes part.
 
-    python -m services.probe redis     # 0 when Redis answers PING (one server or the cluster)
-    python -m services.probe worker    # 0 when this worker (CONQUIAN_WORKER_ID) heartbeated
+    python -m services.serve.probe redis     # 0 when Redis answers PING (one server or the cluster)
+    python -m services.serve.probe worker    # 0 when this worker (CONQUIAN_WORKER_ID) heartbeated
                                        # in <ns>:workers within one lease period
 
 Both read the process's own settings (``services/settings.py``) and open a synchronous client
@@ -18,8 +18,8 @@ from typing import Any
 import redis
 
 from services.settings import Settings, load_settings
-from services.shard_leases import registry_key
 from services.store.client import is_cluster
+from services.store.shard_leases import registry_key
 
 TIMEOUT_S = 3.0
 
@@ -61,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     name that is no probe."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1 or args[0] not in PROBES:
-        sys.stderr.write(f"usage: python -m services.probe {{{','.join(PROBES)}}}\n")
+        sys.stderr.write(f"usage: python -m services.serve.probe {{{','.join(PROBES)}}}\n")
         return 2
     try:
         return 0 if PROBES[args[0]](load_settings()) else 1

@@ -4,7 +4,7 @@ Deal ``i`` of a run with seed ``S`` is shuffled by its own ``random.Random`` der
 ``S`` and ``i`` alone, and its bots draw from another one, so every deal can be replayed on its
 own.  Seat 0 deals the even deals and seat 1 the odd ones.  Each deal is a one-deal match
 started with ``NewMatch``; ``play_deal`` returns its engine events.  ``conquian selfplay`` is
-:mod:`services.selfplay`; recording through the store is :mod:`services.selfplay_record`.
+:mod:`services.selfplay.cli`; recording through the store is :mod:`services.selfplay.record`.
 
 >>> result = run_selfplay(SelfplayConfig(deals=2, seed=1, players=("greedy", "random")))
 >>> result.deals, sum(result.wins) + result.draws

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def rebuild(settings: Settings) -> dict[str, int]:
     """Write every table's lobby row; return how many tables, and how many are listed."""
-    from services import lobby
+    from services.lobby import listing
     from services.store.client import connect
     from services.store.redis_store import RedisEventStore
     from services.tables.service import TableService
@@ -61,10 +61,10 @@ async def rebuild(settings: Settings) -> dict[str, int]:
     keys = settings.keys
     service = TableService(RedisEventStore(client, keys), cache_size=BATCH)
     counts = {"tables": 0, "waiting": 0, "running": 0}
-    rows: list[lobby.LobbyRow] = []
+    rows: list[listing.LobbyRow] = []
     try:
         async for table_id in service.store.tables():
-            row = lobby.lobby_row(await service.load(table_id))
+            row = listing.lobby_row(await service.load(table_id))
             first = await service.store.read(table_id, 1, 1)
             created = first[0].body.get("time") if first else None
             if isinstance(created, int):
@@ -74,9 +74,9 @@ async def rebuild(settings: Settings) -> dict[str, int]:
                 counts[row.status] += 1
             rows.append(row)
             if len(rows) == BATCH:
-                await lobby.write_rows(client, keys, rows, service.clock())
+                await listing.write_rows(client, keys, rows, service.clock())
                 rows = []
-        await lobby.write_rows(client, keys, rows, service.clock())
+        await listing.write_rows(client, keys, rows, service.clock())
     finally:
         await client.aclose()
     return counts

@@ -5,7 +5,7 @@ It finds or starts Redis (``services.redis_server.resolve_redis``: ``REDIS_URL``
 starts each service as a child process in this process group: the engine workers, the
 projector, the bots runner, the turn clock, the gateway and, when ``CONQUIAN_ARCHIVE_DIR`` is
 set, the archiver of finished tables (``docs/archive.md``).  It prints the URL once the gateway
-is ready.  :class:`services.supervisor.Supervisor` restarts a child that dies, and the private
+is ready.  :class:`services.serve.supervisor.Supervisor` restarts a child that dies, and the private
 Redis (same port, data folder and AOF) if it dies; Ctrl-C or SIGTERM stops every child, then
 Redis, cleanly.
 """
@@ -22,7 +22,7 @@ import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from services.supervisor import Child, Supervisor
+from services.serve.supervisor import Child, Supervisor
 
 if TYPE_CHECKING:
     from services.cli import Subparsers

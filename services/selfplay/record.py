@@ -22,7 +22,7 @@ from engine.bots import make_bot
 from engine.codes import Code
 from engine.rules import PRESETS, Rules
 from engine.state import Outcome
-from services.selfplay_deals import SelfplayConfig, SelfplayResult, bot_rng
+from services.selfplay.deals import SelfplayConfig, SelfplayResult, bot_rng
 
 if TYPE_CHECKING:
     from events.commands import RuleOptions

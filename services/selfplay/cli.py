@@ -1,7 +1,7 @@
 """Bots play seeded deals against each other: ``conquian selfplay`` and the functions behind it.
 
-The command line; playing is :mod:`services.selfplay_deals`, recording
-:mod:`services.selfplay_record` (``docs/audit.md``, "Recording selfplay").
+The command line; playing is :mod:`services.selfplay.deals`, recording
+:mod:`services.selfplay.record` (``docs/audit.md``, "Recording selfplay").
 
 >>> result = run_selfplay(SelfplayConfig(deals=2, seed=1, players=("greedy", "random")))
 >>> result.deals, sum(result.wins) + result.draws
@@ -20,23 +20,23 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from engine.bots import BOTS
 from engine.rules import CLASSIC, PRESETS, Rules
-from services.selfplay_deals import DealHook as DealHook
-from services.selfplay_deals import PlayedDeal as PlayedDeal
-from services.selfplay_deals import SelfplayConfig as SelfplayConfig
-from services.selfplay_deals import SelfplayResult as SelfplayResult
-from services.selfplay_deals import bot_rng as bot_rng
-from services.selfplay_deals import deal_deck as deal_deck
-from services.selfplay_deals import play_deal as play_deal
-from services.selfplay_deals import run_selfplay as run_selfplay
-from services.selfplay_record import TABLE_ID as TABLE_ID
-from services.selfplay_record import RecordedTable as RecordedTable
-from services.selfplay_record import RecordingConflict as RecordingConflict
-from services.selfplay_record import _wire_rules as _wire_rules
-from services.selfplay_record import command_id_of as command_id_of
-from services.selfplay_record import deal_seed as deal_seed
-from services.selfplay_record import record_selfplay as record_selfplay
-from services.selfplay_record import record_table as record_table
-from services.selfplay_record import table_id_of as table_id_of
+from services.selfplay.deals import DealHook as DealHook
+from services.selfplay.deals import PlayedDeal as PlayedDeal
+from services.selfplay.deals import SelfplayConfig as SelfplayConfig
+from services.selfplay.deals import SelfplayResult as SelfplayResult
+from services.selfplay.deals import bot_rng as bot_rng
+from services.selfplay.deals import deal_deck as deal_deck
+from services.selfplay.deals import play_deal as play_deal
+from services.selfplay.deals import run_selfplay as run_selfplay
+from services.selfplay.record import TABLE_ID as TABLE_ID
+from services.selfplay.record import RecordedTable as RecordedTable
+from services.selfplay.record import RecordingConflict as RecordingConflict
+from services.selfplay.record import _wire_rules as _wire_rules
+from services.selfplay.record import command_id_of as command_id_of
+from services.selfplay.record import deal_seed as deal_seed
+from services.selfplay.record import record_selfplay as record_selfplay
+from services.selfplay.record import record_table as record_table
+from services.selfplay.record import table_id_of as table_id_of
 
 if TYPE_CHECKING:
     from services.cli import Subparsers
