@@ -4,6 +4,7 @@ batch's XACK and hints in one round trip, sent while the next batch is read (Ack
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,18 +15,22 @@ from redis.asyncio.cluster import RedisCluster
 from services.engine_worker.entries import GROUP, Entry, Malformed
 from services.engine_worker.metrics import ACCEPTED, DUPLICATE, REJECTED
 from services.store import compact_json
-from services.store.hint_channels import hint_dropped
 from services.tables.service import CommandResult
 
 
 @dataclass(frozen=True)
 class HintChannels:
-    """Where the hints go (``services.store.hint_channels``), and the share of hint messages dropped
-    on purpose (``Settings.drop_hints``, a fault for tests)."""
+    """Where the hints go (``services.store.keys``: ``results_channel``, ``views_channel``), and
+    the share of hint messages dropped on purpose (``Settings.drop_hints``, a fault for tests:
+    every waiter must finish without hints)."""
 
     results: str
     views: str
     drop: float = 0.0
+
+    def dropped(self) -> bool:
+        """Say whether this hint message is dropped (true for about ``drop`` of them)."""
+        return self.drop > 0 and random.random() < self.drop
 
 
 def malformed(bad: Malformed, log: Any) -> str | None:
@@ -107,7 +112,7 @@ async def acknowledge(
     messages = [
         (channel, lines)
         for channel, lines in ((channels.results, hints), (channels.views, views))
-        if lines and not hint_dropped(channels.drop)
+        if lines and not channels.dropped()
     ]
     async with client.pipeline(transaction=False) as pipe:
         for stream, ids in streams.items():

@@ -24,7 +24,7 @@ from services.log import get_logger
 from services.serve.gc_tuning import collect_at_rest
 from services.settings import Settings
 from services.store.client import connect, make_broker
-from services.store.hint_channels import results_channel, views_channel
+from services.store.keys import results_channel, views_channel
 from services.store.outage import OUTAGE_ERRORS, Outage, connect_when_up
 from services.store.redis_store import RedisEventStore
 from services.store.shard_leases import ShardLeases

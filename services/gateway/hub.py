@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from services.gateway import metrics
-from services.store.hint_channels import results_channel, views_channel
+from services.store.keys import results_channel, views_channel
 from services.store.outage import MAX_PAUSE_S
 
 Watcher = Callable[[int | None], None]

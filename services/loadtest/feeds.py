@@ -20,8 +20,7 @@ import orjson
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from services.store.hint_channels import results_channel
-from services.store.keys import KeySpace
+from services.store.keys import KeySpace, results_channel
 
 Wake = Callable[[str, int], None]
 """Told of each feed entry: the table and the number of appends (one an entry)."""

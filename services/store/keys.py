@@ -1,7 +1,8 @@
-"""One key scheme for every service: shards, hash tags and key names.
+"""One naming scheme for every service: shards, hash tags, key names and hint channels.
 
 A table lives on shard ``crc32(utf8(table_id)) % shards``; every key of a shard carries the hash
-tag ``{sNN}``.  The table of keys is in ``docs/services.md`` ("Module notes").
+tag ``{sNN}``.  The table of keys is in ``docs/services.md`` ("Module notes").  A hint on a
+channel is only a nudge: what it announces is already stored, so a lost hint costs a read.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ __all__ = [
     "check_table_id",
     "command_key",
     "other_command_keys",
+    "results_channel",
+    "views_channel",
 ]
 
 DEFAULT_NS = "cq"
@@ -70,6 +73,19 @@ def other_command_keys(command_id: str, seat: int | None) -> tuple[str, ...]:
     """
     senders = (0, 1, None)
     return tuple(command_key(command_id, other) for other in senders if other != seat)
+
+
+def results_channel(namespace: str) -> str:
+    """Return the channel of result hints, a JSON object ``{"table_id", "command_id",
+    "result"}`` a line: ``<ns>:results`` (the engine workers publish, the gateways listen)."""
+    return f"{namespace}:results"
+
+
+def views_channel(namespace: str) -> str:
+    """Return the channel of view hints, ``<table_id> <version>`` a line: ``<ns>:views`` (the
+    engine workers publish the views their appends stored, the projectors the views they
+    write, and the gateways listen)."""
+    return f"{namespace}:views"
 
 
 def _glob_escape(text: str) -> str:

@@ -34,8 +34,7 @@ from services.engine_worker import GROUP, EngineWorker
 from services.engine_worker.answers import AcksInFlight, acknowledge
 from services.settings import Settings, load_settings
 from services.store.client import packing_in_c, without_call_timeouts
-from services.store.hint_channels import results_channel, views_channel
-from services.store.keys import command_key
+from services.store.keys import command_key, results_channel, views_channel
 from services.store.redis_store import RedisEventStore
 from services.store.shard_leases import fair_share, lease_key, registry_key
 from services.tables.decide import Decision
