@@ -36,9 +36,13 @@ from services.store import compact_json
 from services.store.base import VersionConflict
 from services.store.keys import KeySpace, command_key
 from services.store.redis_store import RedisEventStore
-from services.tables.batch import BatchResult, execute_many
 from services.tables.decide import TableError
-from services.tables.service import MAX_CONFLICT_RETRIES, CommandResult, TableService
+from services.tables.service import (
+    MAX_CONFLICT_RETRIES,
+    BatchResult,
+    CommandResult,
+    TableService,
+)
 from services.tables.table import Table
 
 AfterAppend = Callable[[Table, CommandResult], Awaitable[None]]
@@ -292,8 +296,7 @@ class ShardLoop:
         if not run:
             return []
         owner = {e.command.table_id: part.shard for part in parts for e in part.run}
-        return await execute_many(
-            self.service,
+        return await self.service.execute_many(
             [(e.command, e.seat) for e in run],
             proceed=lambda table_id: owner[table_id].may_append(),
             on_append=APPEND_SECONDS.observe,

@@ -1,5 +1,7 @@
 """Commands in, events out: load a table (cached), decide, and append the events with the
-table's stored view parts in one atomic store call; ``docs/services.md`` ("Module notes").
+table's stored view parts in one atomic store call; one command (``execute``) or many over
+many tables in rounds of few round trips (``execute_many``): ``docs/services.md`` ("Module
+notes").
 """
 
 from __future__ import annotations
@@ -7,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections import defaultdict, deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +38,10 @@ from services.tables.table import Table, fold_table
 
 MAX_CONFLICT_RETRIES = 5
 
+LOAD_CONCURRENCY = 4
+"""Tables one service folds from the store at once in ``execute_many`` (each load is three
+round trips; all shards of an engine worker share its connection pool)."""
+
 _log = get_logger("table_service")
 
 
@@ -58,6 +65,14 @@ class CommandResult:
         """Return the rejection code, None when accepted."""
         code = self.result.get("code")
         return None if self.ok or not isinstance(code, str) else code
+
+
+BatchItem = tuple[Command, int | None]
+"""A command and the seat that sent it (None for table-level commands)."""
+
+BatchResult = CommandResult | BaseException | None
+"""What ``execute_many`` answers for one command: its result, the exception that stopped its
+table, or None when its table was not attempted (``proceed`` said no)."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +133,7 @@ class TableService:
         self._cache: Lru[str, Table] = Lru(cache_size)
         self._sealing: set[asyncio.Task[None]] = set()
         self._seal_slots = asyncio.Semaphore(SEALS_IN_FLIGHT)
+        self._load_slots = asyncio.Semaphore(LOAD_CONCURRENCY)
 
     # --- loading -------------------------------------------------------------------------------
 
@@ -145,6 +161,11 @@ class TableService:
         self._remember(table)
         return table
 
+    async def _load_few(self, table_id: str) -> Table:
+        """Fold a table, at most :data:`LOAD_CONCURRENCY` at once."""
+        async with self._load_slots:
+            return await self.load(table_id)
+
     def cached(self, table_id: str) -> Table | None:
         """Return the cached table, if any (the engine worker trusts it while it owns the shard)."""
         return self._cache.get(table_id)
@@ -168,6 +189,99 @@ class TableService:
                 table = await self.load(command.table_id, fresh=True)
         raise TableError(Code.TABLE_BUSY, f"table {command.table_id}: too many concurrent writers")
 
+    async def execute_many(
+        self,
+        items: Sequence[BatchItem],
+        *,
+        proceed: Callable[[str], bool] = lambda table_id: True,
+        on_append: Callable[[float], None] | None = None,
+    ) -> list[BatchResult]:
+        """Execute ``items``, each getting exactly the result :meth:`execute` would give it;
+        commands of a table run in input order, one a round, tables side by side.
+
+        Tables not in the cache are loaded at the start of a round, a few at a time.
+        ``proceed(table_id)`` is asked for every table before each round: when it says no, the
+        rest of that table is left unattempted (the engine worker stops a shard's tables when it
+        loses the shard's lease, and goes on with the others).  ``on_append`` gets the duration
+        in seconds of each round's pipelined append (for a histogram).
+        """
+        results: list[BatchResult] = [None] * len(items)
+        queues: dict[str, deque[int]] = defaultdict(deque)
+        for index, (command, _) in enumerate(items):
+            queues[command.table_id].append(index)
+        while queues:
+            for table_id in [t for t in queues if not proceed(t)]:
+                del queues[table_id]
+            if not queues:
+                break
+            heads = [(table_id, queue.popleft()) for table_id, queue in queues.items()]
+            for table_id, _ in heads:
+                if not queues[table_id]:
+                    del queues[table_id]
+            plans = await self._plan_round(items, heads, results, queues)
+            if plans:
+                await self._append_round(plans, results, queues, on_append)
+        return results
+
+    async def _plan_round(
+        self,
+        items: Sequence[BatchItem],
+        heads: list[tuple[str, int]],
+        results: list[BatchResult],
+        queues: dict[str, deque[int]],
+    ) -> list[tuple[int, Plan]]:
+        """Plan the round's command of each table (index of the command, its plan); a table
+        whose load or decision raised gets the exception and stops there."""
+        missing = [t for t, _ in heads if self.cached(t) is None]
+        loads = (self._load_few(t) for t in missing)
+        loaded = dict(
+            zip(missing, await asyncio.gather(*loads, return_exceptions=True), strict=True)
+        )
+        plans: list[tuple[int, Plan]] = []
+        now = self.clock()
+        for table_id, index in heads:
+            try:
+                table = self.cached(table_id) or loaded.get(table_id)
+                if isinstance(table, BaseException):
+                    raise table
+                if table is None:  # evicted from a full cache meanwhile
+                    table = await self.load(table_id)
+                plans.append((index, self.plan(table, *items[index], now)))
+            except Exception as exc:  # reported per command, table stops here
+                results[index] = exc
+                queues.pop(table_id, None)
+        return plans
+
+    async def _append_round(
+        self,
+        plans: list[tuple[int, Plan]],
+        results: list[BatchResult],
+        queues: dict[str, deque[int]],
+        on_append: Callable[[float], None] | None,
+    ) -> None:
+        """Append the round's plans in one pipelined call and finish each; a version conflict
+        is executed again alone (:meth:`execute` reloads the table)."""
+        started = time.perf_counter()
+        try:
+            replies = await self.store.append_many([plan.request for _, plan in plans])
+        except Exception as exc:  # e.g. Redis unreachable: the round failed
+            for index, plan in plans:
+                results[index] = exc
+                queues.pop(plan.table.table_id, None)
+            return
+        finally:
+            if on_append is not None:
+                on_append(time.perf_counter() - started)
+        for (index, plan), reply in zip(plans, replies, strict=True):
+            try:
+                if isinstance(reply, VersionConflict):
+                    results[index] = await self.execute(plan.command, plan.seat)
+                else:
+                    results[index] = self.finish(plan, reply)
+            except Exception as exc:  # reported per command, table stops here
+                results[index] = exc
+                queues.pop(plan.table.table_id, None)
+
     async def _attempt(self, table: Table, command: Command, seat: int | None) -> CommandResult:
         plan = self.plan(table, command, seat, self.clock())
         return self.finish(plan, await self.store.append_request(plan.request))
@@ -180,7 +294,7 @@ class TableService:
         """Decide ``command`` on ``table`` (events timed ``now``): the append of its events,
         with the table's views when the store keeps them, or of its rejection.
 
-        ``execute`` and ``services.tables.batch.execute_many`` both append what this plans.
+        ``execute`` and ``execute_many`` both append what this plans.
         """
         key = command_key(command.command_id, seat)
         taken = other_command_keys(command.command_id, seat)

@@ -11,9 +11,8 @@ from engine.bots import RandomBot
 from events.commands import Command, CreateTable, Join, Resign, Turn
 from events.mapping import to_wire_command
 from services.store import MemoryEventStore, command_key
-from services.tables.batch import BatchItem, execute_many
 from services.tables.decide import Decision
-from services.tables.service import CommandResult, TableService
+from services.tables.service import BatchItem, CommandResult, TableService
 from services.tables.table import Table
 
 SEED = bytes(range(32))
@@ -84,7 +83,7 @@ async def test_same_events_and_results_as_one_by_one() -> None:
     batched = service()
     results: list[CommandResult] = []
     for start in range(0, len(items), 40):
-        chunk = await execute_many(batched, items[start : start + 40])
+        chunk = await batched.execute_many(items[start : start + 40])
         assert all(isinstance(r, CommandResult) for r in chunk)
         results += [r for r in chunk if isinstance(r, CommandResult)]
     a, b = one_by_one.store, batched.store
@@ -112,7 +111,7 @@ async def test_rounds_append_many_tables_per_round_trip() -> None:
     svc = service(CountingStore())
     items = interleave([opening(f"T{i}") for i in range(10)])
     durations: list[float] = []
-    results = await execute_many(svc, items, on_append=durations.append)
+    results = await svc.execute_many(items, on_append=durations.append)
     assert all(isinstance(r, CommandResult) and r.ok for r in results)
     assert calls == [10, 10, 10]  # one round per command of a table, every table in each
     assert len(durations) == 3
@@ -130,7 +129,7 @@ async def test_conflict_falls_back_to_execute() -> None:
     await second.execute(Turn(table_id="T1", command_id="turn-by-second"), seat)
     # first's cache is stale: its planned append conflicts, execute reloads and rejects the turn
     again = Turn(table_id="T1", command_id="turn-by-first")
-    (outcome,) = await execute_many(first, [(again, seat)])
+    (outcome,) = await first.execute_many([(again, seat)])
     assert isinstance(outcome, CommandResult)
     assert outcome.code == "move/wrong_phase"
     assert (await store.head("T1")).version == table.version + 1  # the turn by second, nothing else
@@ -152,7 +151,7 @@ class Exploding(TableService):
 async def test_a_failure_stops_its_table_only() -> None:
     svc = Exploding({"join0-T1"})
     items = interleave([opening("T1"), opening("T2")])
-    results = await execute_many(svc, items)
+    results = await svc.execute_many(items)
     by_id = {c.command_id: r for (c, _), r in zip(items, results, strict=True)}
     assert isinstance(by_id["create-T1"], CommandResult)
     assert isinstance(by_id["join0-T1"], RuntimeError)
@@ -168,7 +167,7 @@ async def test_store_failure_fails_the_round() -> None:
             raise ConnectionError("redis is down")
 
     svc = service(Down())
-    results = await execute_many(svc, interleave([opening("T1"), opening("T2")]))
+    results = await svc.execute_many(interleave([opening("T1"), opening("T2")]))
     assert [type(r).__name__ for r in results] == [
         "ConnectionError",
         "ConnectionError",
@@ -193,12 +192,12 @@ async def test_proceed_stops_one_table_between_rounds(rounds: int) -> None:
     check: Callable[[str], bool] = proceed
     svc = service()
     items = [item for pair in zip(opening("T1"), opening("T2"), strict=True) for item in pair]
-    results = await execute_many(svc, items, proceed=check)
+    results = await svc.execute_many(items, proceed=check)
     assert [isinstance(r, CommandResult) for r in results[0::2]] == [i < rounds for i in range(3)]
     assert all(isinstance(r, CommandResult) and r.ok for r in results[1::2])
     assert (await svc.store.head("T1")).version == [0, 1, 2][rounds]
     alone = service()
-    await execute_many(alone, opening("T2"))
+    await alone.execute_many(opening("T2"))
     assert await svc.store.head("T2") == await alone.store.head("T2")
 
 
@@ -221,12 +220,12 @@ async def test_a_table_ended_in_a_batch_is_sealed_once() -> None:
     svc = service(store)
     items = [*opening("S1"), *opening("S2")]
     resign = (Resign(table_id="S1", command_id="resign-S1"), 0)
-    results = await execute_many(svc, [*items, resign])
+    results = await svc.execute_many([*items, resign])
     await svc.sealed()
     assert all(isinstance(r, CommandResult) and r.ok for r in results)
     assert (await store.head("S1")).status == "over" and (await store.head("S2")).status != "over"
     assert store.sealed == ["S1"]
-    again = await execute_many(svc, [resign])
+    again = await svc.execute_many([resign])
     await svc.sealed()
     assert isinstance(again[0], CommandResult) and again[0].duplicate
     assert store.sealed == ["S1"]
@@ -243,7 +242,7 @@ async def test_a_seal_that_fails_leaves_the_ending_command_accepted() -> None:
             assert (await svc.execute(command, seat)).ok
         resign = Resign(table_id="F1", command_id="resign-F1")
         if run == "batch":
-            (outcome,) = await execute_many(svc, [(resign, 0)])
+            (outcome,) = await svc.execute_many([(resign, 0)])
             await svc.sealed()
         else:
             outcome = await svc.execute(resign, 0)
@@ -255,7 +254,7 @@ async def test_a_table_ended_by_execute_is_sealed_once() -> None:
     """The one-command path seals as a batch does (``TableService.finish``)."""
     store = SealsKept()
     svc = service(store)
-    await execute_many(svc, opening("S3"))
+    await svc.execute_many(opening("S3"))
     resign = Resign(table_id="S3", command_id="resign-S3")
     assert (await svc.execute(resign, 0)).ok
     assert (await svc.execute(resign, 0)).duplicate
