@@ -5,7 +5,7 @@
 take-over; the rules are in ``docs/services.md`` ("Engine worker").
 """
 
-from services.engine_worker.entries import GROUP
+from services.engine_worker.reader import GROUP
 from services.engine_worker.worker import EngineWorker, run_worker
 
 __all__ = ["GROUP", "EngineWorker", "run_worker"]

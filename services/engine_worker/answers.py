@@ -12,10 +12,10 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from services.engine_worker.entries import GROUP, Entry, Malformed
 from services.engine_worker.metrics import ACCEPTED, DUPLICATE, REJECTED
+from services.engine_worker.reader import GROUP, Entry, Malformed
 from services.store import compact_json
-from services.tables.service import CommandResult
+from services.tables.service import BatchResult, CommandResult
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,16 @@ def _log_outcome(log: Any, entry: Entry, outcome: CommandResult) -> None:
             type=command.type,
             version=outcome.last_version,
         )
+
+
+def view_hints(results: Sequence[BatchResult]) -> list[str]:
+    """The view hints of the views the batch's appends stored: ``<table_id> <version>``, the
+    newest version of each table once."""
+    newest: dict[str, int] = {}
+    for outcome in results:
+        if isinstance(outcome, CommandResult) and outcome.viewed and outcome.table is not None:
+            newest[outcome.table.table_id] = outcome.last_version
+    return [f"{table_id} {version}" for table_id, version in newest.items()]
 
 
 async def acknowledge(

@@ -1,10 +1,10 @@
 """The shard loop: what the engine worker does with the entries it reads, in order.
 
-:meth:`ShardLoop.process` takes one read's entries of one or more owned shards and, under each
-shard's lock, parses them, triages them, decides and appends them with the table service,
-writes the lobby rows they changed, answers them and acknowledges them: one ``execute_many``
-and one acknowledgement for every shard of the moment.  The rules (crash safety, poison
-commands, leases): ``docs/services.md`` ("Engine worker").
+:meth:`ShardLoop.handle` splits one read's entries by owned shard; :meth:`ShardLoop.process`
+then, under each shard's lock, parses them, triages them, decides and appends them with the
+table service, writes the lobby rows they changed, answers them and acknowledges them: one
+``execute_many`` and one acknowledgement for every shard of the moment.  The rules (crash
+safety, poison commands, leases): ``docs/services.md`` ("Engine worker").
 """
 
 from __future__ import annotations
@@ -28,10 +28,12 @@ from services.engine_worker.answers import (
     acknowledge,
     answered,
     malformed,
+    view_hints,
 )
-from services.engine_worker.entries import Entry, Malformed, RawEntry, parse_entry
 from services.engine_worker.metrics import APPEND_SECONDS
+from services.engine_worker.reader import STREAMS_FIELD, Entry, Malformed, RawEntry, parse_entry
 from services.lobby.listing import LobbyRow, lobby_row, write_rows
+from services.serve.gc_tuning import collect_at_rest
 from services.store import compact_json
 from services.store.base import VersionConflict
 from services.store.keys import KeySpace, command_key
@@ -95,6 +97,7 @@ class _Part:
 class ShardLoop:
     """Parse, triage, decide, append, answer and acknowledge command entries of owned shards.
 
+    ``shards`` are the worker's owned shards by number (kept up to date by the worker);
     ``max_deliveries`` is the poison threshold; ``retry_cap_s`` the longest wait before a
     failed command is retried; ``after_append`` an observer of accepted commands.
     """
@@ -105,6 +108,7 @@ class ShardLoop:
         store: RedisEventStore,
         client: Redis,
         keys: KeySpace,
+        shards: Mapping[int, OwnedShard],
         *,
         channels: HintChannels,
         acks: AcksInFlight,
@@ -118,6 +122,7 @@ class ShardLoop:
         self.store = store
         self.client = client
         self.keys = keys
+        self.shards = shards
         self.channels = channels
         self.acks = acks
         self.max_deliveries = max_deliveries
@@ -125,6 +130,23 @@ class ShardLoop:
         self.log = log
         self.command_log = command_log
         self.after_append = after_append
+
+    async def handle(self, raw: Mapping[str, Any]) -> None:
+        """The reader's handler: one read's entries, of every shard read (see :mod:`.reader`),
+        processed together.
+
+        An entry of a shard no longer ours stays pending: its next owner claims it."""
+        owned = {s.stream: s for s in self.shards.values()}
+        batches: dict[OwnedShard, list[RawEntry]] = {}
+        for entry_id, fields, stream in zip(
+            raw["message_ids"], raw["data"], raw[STREAMS_FIELD], strict=True
+        ):
+            shard = owned.get(stream)
+            if shard is not None:
+                batches.setdefault(shard, []).append((entry_id, fields))
+        if batches:
+            await self.process(batches)
+        collect_at_rest()  # the batch's objects are gone: what is young now is what it kept
 
     async def process(
         self,
@@ -390,16 +412,6 @@ def _transient(error: BaseException) -> bool:
         | OSError
         | TimeoutError,
     )
-
-
-def view_hints(results: Sequence[BatchResult]) -> list[str]:
-    """The view hints of the views the batch's appends stored: ``<table_id> <version>``, the
-    newest version of each table once."""
-    newest: dict[str, int] = {}
-    for outcome in results:
-        if isinstance(outcome, CommandResult) and outcome.viewed and outcome.table is not None:
-            newest[outcome.table.table_id] = outcome.last_version
-    return [f"{table_id} {version}" for table_id, version in newest.items()]
 
 
 def lobby_rows(

@@ -12,9 +12,9 @@ from typing import Any
 from redis.asyncio import Redis
 
 from services.engine_worker.consumed import ConsumedTrim
-from services.engine_worker.entries import GROUP
 from services.engine_worker.loop import OwnedShard, ShardLoop
 from services.engine_worker.metrics import COMMAND_BACKLOG
+from services.engine_worker.reader import GROUP
 from services.log import get_logger
 from services.settings import Settings
 from services.store.outage import MAX_PAUSE_S, OUTAGE_ERRORS, Outage

@@ -1,13 +1,13 @@
 """The engine worker process: shard leases, one runner per owned shard, one reader of their
-streams feeding the shard loop (``.loop``), the FastStream app and broker; ``run_worker``."""
+streams feeding the shard loop (``.loop``), the FastStream app and broker; ``run_worker``.
+Nothing here runs per command."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 import redis.asyncio
 import redis.exceptions
@@ -16,12 +16,10 @@ from faststream.redis import RedisBroker
 
 from services.engine_worker.answers import AcksInFlight, HintChannels
 from services.engine_worker.consumed import ConsumedTrim
-from services.engine_worker.entries import GROUP, RawEntry
-from services.engine_worker.loop import OwnedShard, ShardLoop
-from services.engine_worker.reader import STREAMS_FIELD, ShardStreamsSubscriber, subscribe_shards
+from services.engine_worker.loop import ShardLoop
+from services.engine_worker.reader import GROUP, ShardStreamsSubscriber, subscribe_shards
 from services.engine_worker.runner import ShardRunner
 from services.log import get_logger
-from services.serve.gc_tuning import collect_at_rest
 from services.settings import Settings
 from services.store.client import connect, make_broker
 from services.store.keys import results_channel, views_channel
@@ -96,16 +94,7 @@ class EngineWorker:
         """Each batch's XACK and hints, answered while the next batch is read."""
         self.settle_seconds = graceful + 3 * poll_ms / 1000
         """How long giving up a shard waits for a read or batch of it in hand."""
-        self.reader: ShardStreamsSubscriber = subscribe_shards(
-            self.broker,
-            self.handle,
-            name=f"{settings.keys.ns}:{{s*}}:cmd",  # a label for FastStream's logs
-            streams=self.reading,
-            group=GROUP,
-            consumer=self.worker_id,
-            max_records=settings.batch_size,
-            polling_ms=poll_ms,
-        )
+        self._reader: ShardStreamsSubscriber | None = None
         self.started = False
 
     @property
@@ -121,6 +110,13 @@ class EngineWorker:
         if self._loop is None:
             raise RuntimeError("the worker has not started")
         return self._loop
+
+    @property
+    def reader(self) -> ShardStreamsSubscriber:
+        """The subscriber reading the owned shards' streams into the loop (after :meth:`start`)."""
+        if self._reader is None:
+            raise RuntimeError("the worker has not started")
+        return self._reader
 
     @property
     def owned(self) -> set[int]:
@@ -139,26 +135,11 @@ class EngineWorker:
         """The command streams the reader reads now: those of runners past their take-over."""
         return [r.stream for r in self.runners.values() if r.reading and not r.lost]
 
-    async def handle(self, raw: Mapping[str, Any]) -> None:
-        """The FastStream handler: one read's entries, of every shard read (see :mod:`.reader`).
-
-        An entry of a shard no longer ours stays pending: its next owner claims it."""
-        runners = {r.stream: r for r in self.runners.values()}
-        batches: dict[OwnedShard, list[RawEntry]] = {}
-        for entry_id, fields, stream in zip(
-            raw["message_ids"], raw["data"], raw[STREAMS_FIELD], strict=True
-        ):
-            runner = runners.get(stream)
-            if runner is not None:
-                batches.setdefault(runner, []).append((entry_id, fields))
-        if batches:
-            await self.loop.process(batches)
-        collect_at_rest()  # the batch's objects are gone: what is young now is what it kept
-
     # -- lifecycle ----------------------------------------------------------------------------
     async def start(self, stop: asyncio.Event | None = None) -> None:
-        """Connect, create the consumer groups, register and start the FastStream app; while
-        Redis does not answer, wait (``services.store.outage``) unless ``stop`` is set."""
+        """Connect, create the consumer groups, subscribe the loop to the owned shards' streams,
+        start the FastStream app; while Redis does not answer, wait (``services.store.outage``)
+        unless ``stop`` is set."""
         settings = self.settings
         outage = Outage(self.log, "start")
         while True:
@@ -173,6 +154,16 @@ class EngineWorker:
                     raise
                 await outage.wait(error, stop)
         outage.ok()
+        self._reader = subscribe_shards(
+            self.broker,
+            self.loop.handle,
+            name=f"{settings.keys.ns}:{{s*}}:cmd",  # a label for FastStream's logs
+            streams=self.reading,
+            group=GROUP,
+            consumer=self.worker_id,
+            max_records=settings.batch_size,
+            polling_ms=self.poll_ms,
+        )
         await self.app.start()
         self.started = True
         self.log.info("engine worker started", shards=settings.shards, lease_ms=settings.lease_ms)
@@ -201,6 +192,7 @@ class EngineWorker:
             self.store,
             self.client,
             self.settings.keys,
+            self.runners,
             channels=self.channels,
             acks=self.acks,
             max_deliveries=self.max_deliveries,
