@@ -333,7 +333,7 @@ async def test_the_lobby_is_one_slot_whatever_the_master_of_each_table(
     from redis.crc import key_slot
 
     from engine.state import changed
-    from events import commands as wc
+    from events.commands import CreateTable
     from services.lobby import listing
     from services.store import MemoryEventStore
     from services.tables.service import TableService
@@ -345,7 +345,7 @@ async def test_the_lobby_is_one_slot_whatever_the_master_of_each_table(
     rows = []
     for n in range(12):
         created = await service.execute(
-            wc.CreateTable(table_id=f"lt-{n}", command_id=f"c-create-{n:03d}"), None
+            CreateTable(table_id=f"lt-{n}", command_id=f"c-create-{n:03d}"), None
         )
         assert created.table is not None
         table: Table = created.table

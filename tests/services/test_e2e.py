@@ -25,7 +25,7 @@ from redis.asyncio import Redis
 
 from engine.state import Phase
 from engine.views import seat_view, spectator_view
-from events import commands as wc
+from events.commands import CreateTable, Join
 from events.fairness import SHUFFLE_ALGORITHM, deal_context, shuffle
 from services.settings import Settings
 from services.store import MemoryEventStore, RedisEventStore
@@ -43,11 +43,9 @@ SECRET_KEYS = {"stock", "deck", "seed", "waste"}
 async def simulate(table_id: str, seed: bytes, policy: Policy) -> Table:
     """Play a deal with ``policy`` for both seats against a memory store; return the table."""
     service = TableService(MemoryEventStore(), seed_source=lambda: seed, dealer_source=lambda: 0)
-    await service.execute(
-        wc.CreateTable(table_id=table_id, command_id="create-0001", deals=1), None
-    )
+    await service.execute(CreateTable(table_id=table_id, command_id="create-0001", deals=1), None)
     for seat in (0, 1):
-        join = wc.Join(table_id=table_id, command_id=f"join-000{seat}", seat=seat, name=f"p{seat}")
+        join = Join(table_id=table_id, command_id=f"join-000{seat}", seat=seat, name=f"p{seat}")
         await service.execute(join, None)
     table = await service.load(table_id)
     step = 0
