@@ -42,7 +42,7 @@ class Driver(Protocol):
 
 
 @dataclass
-class Outcome:
+class RunEnd:
     """What a run leaves: the counts, the per-interval rows, and how long it took."""
 
     stats: Stats
@@ -83,7 +83,7 @@ class Run:
             retry_for=options.timeout,
             ledger=Ledger(options.ledger) if options.ledger else None,
         )
-        self.outcome = Outcome(self.stats)
+        self.end = RunEnd(self.stats)
         self.selfwatch = SelfWatch()
         self.log: Any = service_log.get_logger("loadtest")
         self.active = 0
@@ -92,7 +92,7 @@ class Run:
         self._numbers = iter(range(1, 1 << 62))
         self._started = 0.0
 
-    async def run(self) -> Outcome:
+    async def run(self) -> RunEnd:
         """Play until the run ends; return what it measured.
 
         Raises NoService when the driver cannot reach the service.
@@ -125,19 +125,19 @@ class Run:
             monitor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await monitor
-            self.outcome.seconds = time.perf_counter() - self._started
+            self.end.seconds = time.perf_counter() - self._started
             self._row(self.stats.cut())  # the last, partial interval
             await self.selfwatch.stop()
             cpu = self.selfwatch.cpu_seconds()
-            self.outcome.generator = {
+            self.end.generator = {
                 "cpu_seconds": round(cpu, 3),
-                "cpu_share": round(cpu / max(self.outcome.seconds, 1e-9), 3),
+                "cpu_share": round(cpu / max(self.end.seconds, 1e-9), 3),
                 "loop_lag_ms": summary_ms(self.selfwatch.lags),
             }
             await self.driver.close()
             if self.context.ledger is not None:
                 self.context.ledger.close()
-        return self.outcome
+        return self.end
 
     async def _until_done(self, slots: list[asyncio.Task[None]]) -> None:
         options = self.options
@@ -153,12 +153,12 @@ class Run:
         if not pending:
             return
         self.context.stop.set()  # no new command from here on
-        self.outcome.interrupted = self.interrupt.is_set()
-        if options.duration is None and not self.outcome.interrupted:
-            self.outcome.timed_out = True
+        self.end.interrupted = self.interrupt.is_set()
+        if options.duration is None and not self.end.interrupted:
+            self.end.timed_out = True
             self.log.warning("loadtest_timeout", unfinished=len(pending))
             return
-        if self.outcome.interrupted:
+        if self.end.interrupted:
             self.log.warning("loadtest_interrupted", unfinished=len(pending))
         await asyncio.wait(pending, timeout=options.grace)  # then cancelled: see ``unanswered``
 
@@ -210,7 +210,7 @@ class Run:
 
     def _row(self, interval: Interval) -> None:
         elapsed = time.perf_counter() - self._started
-        previous = self.outcome.series[-1]["t"] if self.outcome.series else 0.0
+        previous = self.end.series[-1]["t"] if self.end.series else 0.0
         span = max(elapsed - previous, 1e-9)
         lags, cpu = self.selfwatch.cut()
 
@@ -238,5 +238,5 @@ class Run:
             "generator_cpu_share": round(cpu / span, 3),
             "generator_lag_max_ms": round(max(lags) * 1000, 3) if lags else None,
         }
-        self.outcome.series.append(row)
+        self.end.series.append(row)
         self.on_interval(row, self.stats)

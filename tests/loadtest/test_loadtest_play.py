@@ -7,18 +7,18 @@ from typing import Any
 import pytest
 
 from engine.views import seat_view
-from events import commands as wc
 from events import parse_command
+from events.commands import CreateTable, Join, NextDeal, Refuse
 from services.loadtest.play import NEXT_DEAL, Move, TablePlay, choose, command_json
 from services.store import MemoryEventStore
 from services.table_service import TableService
 
 
 async def seated(service: TableService, table_id: str, deals: int) -> None:
-    create = wc.CreateTable(table_id=table_id, command_id="create-0001", deals=deals)
+    create = CreateTable(table_id=table_id, command_id="create-0001", deals=deals)
     await service.execute(create, None)
     for seat in (0, 1):
-        join = wc.Join(table_id=table_id, command_id=f"join-000{seat}", seat=seat, name=f"p{seat}")
+        join = Join(table_id=table_id, command_id=f"join-000{seat}", seat=seat, name=f"p{seat}")
         await service.execute(join, None)
 
 
@@ -97,6 +97,6 @@ def test_choose_needs_a_legal_action() -> None:
 def test_command_json_parses_as_the_wire_command() -> None:
     data: dict[str, Any] = command_json(Move(0, NEXT_DEAL, 9), "t-1", "cmd-00001")
     command = parse_command(data)
-    assert isinstance(command, wc.NextDeal) and command.expected_version == 9
+    assert isinstance(command, NextDeal) and command.expected_version == 9
     take = parse_command(command_json(Move(1, "refuse", 4), "t-1", "cmd-00002"))
-    assert isinstance(take, wc.Refuse) and take.expected_version == 4
+    assert isinstance(take, Refuse) and take.expected_version == 4
