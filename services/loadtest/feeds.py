@@ -3,10 +3,10 @@
 The engine worker appends a feed entry (``t`` table, ``f`` first and ``l`` last version) in the
 same atomic call that appends a table's events and records the command's result and views
 (``docs/services.md``): when the entry is read, the result and views are there to be read.  One
-blocking ``XREAD`` of one shard's feed at a time (one key: one cluster slot), one task a shard,
-from the feed's last entry when the run starts.  Rejections append nothing: the engine
-workers' result hints (``<ns>:results``, one subscription) announce them.  Whoever waits also
-polls, at growing intervals, for what was lost.
+blocking ``XREAD`` of every shard's feed at a time on one Redis; on a cluster, one a shard (one
+key: one slot), a task each; from the feeds' last entries when the run starts.  Rejections
+append nothing: the engine workers' result hints (``<ns>:results``, one subscription) announce
+them.  Whoever waits also polls, at growing intervals, for what was lost.
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from typing import Any, Protocol
 
 import orjson
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
+from redis.typing import KeyT, StreamIdT
 
 from services.hint_channels import results_channel
 from services.store.keys import KeySpace
@@ -48,11 +50,16 @@ class FeedWatch:
 
     async def start(self) -> None:
         """Find each feed's last entry and start following from there."""
+        feeds: dict[KeyT, StreamIdT] = {}
         for shard in range(self.keys.shards):
             feed = self.keys.feed(shard)
             last: Any = await self.client.xrevrange(feed, "+", "-", count=1)
-            start: bytes = last[0][0] if last else b"0-0"
-            self.tasks.append(asyncio.create_task(self._follow(feed, start)))
+            feeds[feed] = last[0][0] if last else b"0-0"
+        if isinstance(self.client, RedisCluster):  # a read's keys must share one slot
+            for feed, start in feeds.items():
+                self.tasks.append(asyncio.create_task(self._follow({feed: start})))
+        else:
+            self.tasks.append(asyncio.create_task(self._follow(feeds)))
         subscribed = asyncio.Event()
         self.tasks.append(asyncio.create_task(self._hints(subscribed)))
         await asyncio.wait_for(subscribed.wait(), 10)
@@ -65,19 +72,20 @@ class FeedWatch:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def _follow(self, feed: str, after: bytes) -> None:
+    async def _follow(self, after: dict[KeyT, StreamIdT]) -> None:
+        """Read the feeds of ``after`` (feed → last entry read) until cancelled."""
         while True:
             try:
-                reply: Any = await self.client.xread({feed: after}, count=1000, block=self.block_ms)
+                reply: Any = await self.client.xread(after, count=1000, block=self.block_ms)
             except (RedisError, OSError):
                 await asyncio.sleep(0.5)  # what this gap hides, the polls find
                 continue
-            for _, entries in reply or ():
+            appended = self.reader.appended
+            for feed, entries in reply or ():
                 self.entries += len(entries)
-                appended = self.reader.appended
                 for _entry_id, fields in entries:
                     appended(fields[b"t"].decode(), int(fields[b"l"]))
-                after = entries[-1][0]
+                after[feed.decode()] = entries[-1][0]
 
     async def _hints(self, subscribed: asyncio.Event) -> None:
         """Tell of each result hint (a hint a line, JSON); resubscribe after a dropped

@@ -155,6 +155,8 @@ class StreamsPlay:
         self.news = Wakeup()
         self.slots_left = run.options.tables
         self.stopped = False
+        self.first_poll, self.max_poll = driver.poll_start()
+        """The driver's pauses between polls, as of the last round."""
 
     # --- the feed watch's reader --------------------------------------------------------------
 
@@ -216,23 +218,29 @@ class StreamsPlay:
         heapq.heappush(self.timers, (at, number, table, slot))
 
     def _fire(self, now: float) -> None:
-        """Act on the timers due: a slot's start, a send, a poll."""
+        """Act on the timers due (a slot's start, a send, a poll), and drop the stale ones on
+        top of the heap, which would wake the loop for nothing."""
         timers = self.timers
-        while timers and timers[0][0] <= now:
-            _, number, table, slot = heapq.heappop(timers)
+        while timers:
+            at, number, table, slot = timers[0]
+            stale = table is not None and number != table.timer
+            if at > now and not stale:
+                return
+            heapq.heappop(timers)
             if table is None:
                 self._start(slot, now)
-            elif number == table.timer:
+            elif not stale:
                 table.timer = -1
                 if table.wait is Wait.SEND:
                     self.sends.append(table)
                 elif table.wait in READS:
-                    table.poll = min(table.poll * 2, self.driver.poll_start()[1])
+                    table.poll = min(table.poll * 2, self.max_poll)
                     self._read_soon(table)
 
     async def _round(self) -> None:
         """One pipeline: the commands ready to go, then the reads of the tables woken."""
         now = time.perf_counter()
+        self.first_poll, self.max_poll = self.driver.poll_start()
         at_ms = str(int(time.time() * 1000))
         calls: list[Call] = []
         sending: list[StreamTable] = []
@@ -316,7 +324,7 @@ class StreamsPlay:
                 table.due = at + pause
             else:
                 table.deadline = at + pause + context.result_timeout
-                table.poll = self.driver.poll_start()[0]
+                table.poll = self.first_poll
             self.reads.pop(table.table_id, None)
             self._timer(table, at + pause)
             return

@@ -150,7 +150,7 @@ class StreamTable:
         self.wait = Wait.SETUP if self.move is None else Wait.RESULT
         self.news_after = self.play.version
         self.deadline = now + run.context.result_timeout
-        self.poll = run.driver.poll_start()[0]
+        self.poll = run.first_poll
 
     # --- deciding -----------------------------------------------------------------------------
 
@@ -183,7 +183,7 @@ class StreamTable:
         self.news_after = min(view_version(view) for view in self.play.views)
         self.since = now
         self.deadline = now + run.context.result_timeout
-        self.poll = run.driver.poll_start()[0]
+        self.poll = run.first_poll
 
     # --- taking replies -----------------------------------------------------------------------
 
@@ -259,7 +259,7 @@ class StreamTable:
         self.attempt = 0
         self.news_after = view_version(self.play.views[move.seat])
         self.deadline = at + context.result_timeout
-        self.poll = run.driver.poll_start()[0]
+        self.poll = run.first_poll
         return self._viewed(run, at)
 
     def _viewed(self, run: StreamsPlay, at: float) -> bool:
