@@ -3,7 +3,7 @@
 Modules, one concept each: ``options`` (the command line), ``play`` (a scripted table's next
 move, shared with ``locustfile``), ``pacing`` (the rate), ``stats`` (counts, latencies),
 ``links`` (a table's protocol and play loop), ``gateway`` and ``streams`` (the two drivers,
-``batcher`` and ``feeds`` beside the latter), ``runner`` (slots, duration, intervals),
+``streams_table`` and ``feeds`` beside the latter), ``runner`` (slots, duration, intervals),
 ``display`` (live progress), ``report`` (JSON), ``plot`` (PNG), ``ledger`` (the accepted
 commands, for ``conquian chaos``), ``cli`` (the subcommand).
 ``docs/loadtest.md`` is the user's guide.

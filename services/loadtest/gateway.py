@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Coroutine, Mapping
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import orjson
@@ -19,6 +19,9 @@ from services.loadtest.options import Options
 from services.loadtest.play import TablePlay, view_version
 from services.loadtest.stats import Stats
 from services.loadtest.wakeup import Wakeup
+
+if TYPE_CHECKING:
+    from services.loadtest.runner import Run
 
 AWAY = frozenset({202, 502, 503, 504})
 """Statuses of a create or join that say the service was away or slow, not that it refused."""
@@ -60,6 +63,10 @@ class GatewayDriver:
         for session in (self.http, self.sockets):
             if session is not None:
                 await session.close()
+
+    def players(self, run: Run) -> list[Coroutine[Any, Any, None]]:
+        """Return a slot a table at a time, each on links of this driver (``Run.slot``)."""
+        return [run.slot(index, self) for index in range(self.options.tables)]
 
     def table(self, table_id: str, play: TablePlay) -> GatewayTable:
         """Return the link of one table."""

@@ -53,6 +53,12 @@ RETRIED = frozenset({"result/timeout", "result/pending", "view/timeout", "redis/
 ``http/`` failure, and the ``UNAVAILABLE`` answers)."""
 
 
+def retry_pause(attempt: int) -> float:
+    """Return the seconds before the ``attempt``-th call made again (from 1): ``RETRY_PAUSE``
+    doubling up to ``RETRY_PAUSE_MAX``."""
+    return min(RETRY_PAUSE_MAX, RETRY_PAUSE * 2.0 ** (attempt - 1))
+
+
 def may_retry(code: str) -> bool:
     """Say whether a call that failed with ``code`` is worth making again under ``--retry``.
 
@@ -101,6 +107,47 @@ def _code(result: Mapping[str, Any]) -> str | None:
     return code if isinstance(code, str) else "result/unknown"
 
 
+def check_answer(result: Mapping[str, Any], command_id: str, retry: bool) -> None:
+    """Raise TableGivenUp for an answer that decides nothing: still queued
+    (``result/pending``), or with ``retry`` one that says the service is away or busy (its
+    code, one of :data:`UNAVAILABLE`), which the caller may make again."""
+    if result.get("ok") is None or result.get("pending"):  # the gateway stopped waiting
+        raise TableGivenUp("result/pending", f"{command_id} was still queued")
+    code = result.get("code")
+    if retry and result.get("ok") is False and code in UNAVAILABLE:
+        raise TableGivenUp(str(code), f"{command_id}: {result.get('message')}")
+
+
+def count_answer(
+    context: Context,
+    table_id: str,
+    command_id: str,
+    move: Move,
+    result: Mapping[str, Any],
+    waited: float,
+) -> int | None:
+    """Count a move's answer, ``waited`` seconds after its send; return the version of an
+    accepted move (written to the ledger), None for one refused as it had to be.
+
+    Raises TableGivenUp for a legal move refused, a move out of turn accepted, or an
+    acceptance without a version.
+    """
+    code = _code(result)
+    context.stats.result(waited, code)
+    if code is not None:
+        if not move.bad:
+            raise TableGivenUp("result/unexpected_rejection", f"{command_id}: {code}")
+        return None
+    if move.bad:
+        raise TableGivenUp("result/accepted_out_of_turn", f"{command_id} was accepted")
+    version = result.get("version")
+    if not isinstance(version, int):
+        raise TableGivenUp("result/no_version", f"{command_id}: {dict(result)!r}")
+    if context.ledger is not None:
+        context.ledger.accepted(table_id, command_id, move.seat, version)
+    return version
+
+
 async def play_scripted(link: TableLink, context: Context) -> bool:
     """Play a table's match to its end; return False when stopped before it ended.
 
@@ -139,29 +186,16 @@ async def _one(link: TableLink, context: Context, move: Move, command_id: str) -
     async def answered() -> tuple[Mapping[str, Any], float, float]:
         started = await link.send(move.seat, command)
         result, arrived = await link.result(command_id, started + context.result_timeout)
-        if result.get("ok") is None or result.get("pending"):  # the gateway stopped waiting
-            raise TableGivenUp("result/pending", f"{command_id} was still queued")
-        code = result.get("code")
-        if context.retry and result.get("ok") is False and code in UNAVAILABLE:
-            raise TableGivenUp(str(code), f"{command_id}: {result.get('message')}")
+        check_answer(result, command_id, context.retry)
         return result, arrived, started
 
     result, arrived, started = await _ride_out(link, context, first, answered)
     if context.retry:
         started = first
-    code = _code(result)
-    stats.result(arrived - started, code)
-    if code is not None:
-        if not move.bad:
-            raise TableGivenUp("result/unexpected_rejection", f"{command_id}: {code}")
+    table_id = link.play.table_id
+    version = count_answer(context, table_id, command_id, move, result, arrived - started)
+    if version is None:
         return
-    if move.bad:
-        raise TableGivenUp("result/accepted_out_of_turn", f"{command_id} was accepted")
-    version = result.get("version")
-    if not isinstance(version, int):
-        raise TableGivenUp("result/no_version", f"{command_id}: {dict(result)!r}")
-    if context.ledger is not None:
-        context.ledger.accepted(link.play.table_id, command_id, move.seat, version)
     link.play.see_version(version)
 
     async def viewed() -> float:
@@ -188,4 +222,4 @@ async def _ride_out(
                 raise
             attempt += 1
             context.stats.retried(error.code)
-            await asyncio.sleep(min(RETRY_PAUSE_MAX, RETRY_PAUSE * 2 ** (attempt - 1)))
+            await asyncio.sleep(retry_pause(attempt))

@@ -1,7 +1,7 @@
 """What a scripted table plays: the next command of a table from its seats' views.
 
-Seeded choices from ``legal_actions``, and deliberate out-of-turn moves with ``bad_share``:
-``docs/loadtest.md`` ("Module notes").
+Seeded choices from ``legal_actions``, deliberate out-of-turn moves with ``bad_share``, and
+the wire command of a move: ``docs/loadtest.md`` ("Module notes").
 
 >>> choose(["turn"], 7, "t-1", 3)
 'turn'
@@ -9,15 +9,15 @@ Seeded choices from ``legal_actions``, and deliberate out-of-turn moves with ``b
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from hashlib import blake2b
 from typing import Any
 
 from engine.views import NEXT_DEAL
 from events.mapping import legal_to_wire
 
-__all__ = ["NEXT_DEAL", "Move", "TablePlay", "choose", "command_json", "rng_for", "view_version"]
+__all__ = ["NEXT_DEAL", "Move", "TablePlay", "choose", "command_json", "draw", "view_version"]
 
 
 @dataclass(frozen=True)
@@ -30,9 +30,15 @@ class Move:
     bad: bool = False
 
 
-def rng_for(seed: int, table_id: str, version: int) -> random.Random:
-    """Return the random source of a table's choice at ``version``."""
-    return random.Random(f"{seed}:{table_id}:{version}")
+def draw(seed: int, table_id: str, version: int) -> int:
+    """Return 64 bits drawn from the seed, the table and its version: the BLAKE2b digest (8
+    bytes, big-endian) of ``<seed>:<table>:<version>``, the same wherever it is drawn.
+
+    >>> draw(1, "t-1", 3) == draw(1, "t-1", 3) != draw(2, "t-1", 3)
+    True
+    """
+    text = f"{seed}:{table_id}:{version}".encode()
+    return int.from_bytes(blake2b(text, digest_size=8).digest(), "big")
 
 
 def choose(legal: Sequence[str], seed: int, table_id: str, version: int) -> str:
@@ -42,13 +48,33 @@ def choose(legal: Sequence[str], seed: int, table_id: str, version: int) -> str:
     """
     if not legal:
         raise ValueError(f"table {table_id} at version {version}: no legal action to choose")
-    return rng_for(seed, table_id, version).choice(list(legal))
+    return legal[draw(seed, table_id, version) % len(legal)]
+
+
+WIRE_CACHE = 4096
+"""Actions whose wire command :func:`command_json` keeps (emptied when full)."""
+_wire: dict[str, dict[str, Any]] = {}
 
 
 def command_json(move: Move, table_id: str, command_id: str) -> dict[str, Any]:
-    """Return the wire command of a move as JSON data, with ``expected_version``."""
-    command = legal_to_wire(move.action, table_id, command_id, move.version)
-    return command.model_dump(mode="json", exclude_none=True)
+    """Return the wire command of a move as JSON data, with ``expected_version``: what
+    ``legal_to_wire(...).model_dump(mode="json", exclude_none=True)`` returns, built once an
+    action (the ids and version put into a copy).
+
+    Raises ``engine.errors.NotationError`` for a text that is no action.
+    """
+    shape = _wire.get(move.action)
+    if shape is None:
+        if len(_wire) >= WIRE_CACHE:
+            _wire.clear()
+        command = legal_to_wire(move.action, table_id, command_id, move.version)
+        shape = _wire[move.action] = command.model_dump(mode="json", exclude_none=True)
+    return {
+        **shape,
+        "command_id": command_id,
+        "table_id": table_id,
+        "expected_version": move.version,
+    }
 
 
 def view_version(view: Mapping[str, Any] | None) -> int:
@@ -79,7 +105,11 @@ class TablePlay:
             self.version = version
 
     def see_view(self, seat: int, view: Mapping[str, Any]) -> bool:
-        """Keep ``view`` as the seat's if it is newer; return whether it was."""
+        """Keep ``view`` as the seat's if it is newer; return whether it was.
+
+        A seat's stored part (``version``, ``legal_actions``, no ``deal``) is enough to choose
+        from; the match's end then comes from :meth:`see_end`.
+        """
         version = view_version(view)
         if version <= view_version(self.views[seat]):
             return False
@@ -92,6 +122,12 @@ class TablePlay:
         if view.get("match_over") is True:
             self.over = True
         return True
+
+    def see_end(self, deals_played: int) -> None:
+        """Note that the match is over after ``deals_played`` deals (its public view says so:
+        what a reader of the seats' parts alone does not see)."""
+        self.over = True
+        self.deals_finished = max(self.deals_finished, deals_played)
 
     def current(self, seat: int) -> Mapping[str, Any] | None:
         """Return the seat's view if it is at the newest known version, else None."""
@@ -118,7 +154,7 @@ class TablePlay:
         """Say whether to send a refused move first at this version (once a version)."""
         if self.bad_share <= 0 or self._bad_at == self.version:
             return False
-        if rng_for(self.seed + 1, self.table_id, self.version).random() >= self.bad_share:
+        if draw(self.seed + 1, self.table_id, self.version) >= self.bad_share * 2**64:
             return False
         self._bad_at = self.version
         return True

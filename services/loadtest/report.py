@@ -12,27 +12,27 @@ from pathlib import Path
 from typing import Any
 
 from services.loadtest.options import Options
-from services.loadtest.runner import Outcome
+from services.loadtest.runner import RunEnd
 
 
-def build(options: Options, outcome: Outcome, started_at: datetime) -> dict[str, Any]:
+def build(options: Options, end: RunEnd, started_at: datetime) -> dict[str, Any]:
     """Return the report of a finished run."""
-    totals = outcome.stats.totals()
-    seconds = max(outcome.seconds, 1e-9)
+    totals = end.stats.totals()
+    seconds = max(end.seconds, 1e-9)
     return {
         "tool": "conquian loadtest",
         "started_at": started_at.astimezone(UTC).isoformat(timespec="seconds"),
-        "seconds": round(outcome.seconds, 3),
+        "seconds": round(end.seconds, 3),
         "settings": options.settings(),
         "commands_per_s": round(totals["commands"]["results"] / seconds, 1),
         "rate_sent": round(totals["commands"]["sent"] / seconds, 1),
         "moves_per_s": round(totals["moves_seen"] / seconds, 1),
         **totals,
-        "timed_out": outcome.timed_out,
-        "interrupted": outcome.interrupted,
-        "generator": outcome.generator,
+        "timed_out": end.timed_out,
+        "interrupted": end.interrupted,
+        "generator": end.generator,
         "machine": {"cpus": os.cpu_count(), "load_average": list(os.getloadavg())},
-        "series": outcome.series,
+        "series": end.series,
     }
 
 

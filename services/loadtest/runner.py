@@ -1,11 +1,12 @@
 """A run: table slots kept busy until the run ends, and a monitor that cuts the intervals.
 
-``--tables`` slots each play one table at a time through the driver.  Without ``--duration`` a
-slot plays one match and stops, and the run ends when every slot has (or at ``--timeout``).
-With it, a slot starts a new table when its table's match is over (or was given up), until the
-duration ends; then no command is sent any more, and the commands in flight get ``--grace``
-seconds for their results.  Ctrl-C (SIGINT) ends a run of either kind the same way, and the
-report is written as for any other end.  ``--ramp`` spreads the first tables' starts evenly.
+``--tables`` slots each play one table at a time, as the driver plays them: a coroutine a slot
+through a ``TableLink`` (:meth:`Run.slot`, the gateway), or one loop for every table (the
+streams).  Without ``--duration`` a slot plays one match and stops, and the run ends when
+every slot has (or at ``--timeout``). With it, a slot starts a new table when its table's
+match is over (or was given up), until the duration ends; then no command is sent any more,
+and the commands in flight get ``--grace`` seconds for their results.  Ctrl-C (SIGINT) ends a
+run of either kind the same way.  ``--ramp`` spreads the first tables' starts evenly.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import asyncio
 import contextlib
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -34,15 +35,25 @@ ERROR_PAUSE = 1.0
 class Driver(Protocol):
     """What carries the tables: ``GatewayDriver`` or ``StreamsDriver``."""
 
-    async def start(self) -> None: ...
+    async def start(self) -> None:
+        """Open the driver's connections; raise NoService when the service does not answer."""
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Close them."""
 
-    def table(self, table_id: str, play: TablePlay) -> TableLink: ...
+    def players(self, run: Run) -> list[Coroutine[Any, Any, None]]:
+        """Return what plays the run's slots: a coroutine a slot, or one for them all."""
+
+
+class LinkDriver(Protocol):
+    """A driver that carries each table on a link of its own (``GatewayDriver``)."""
+
+    def table(self, table_id: str, play: TablePlay) -> TableLink:
+        """Return the link of one table."""
 
 
 @dataclass
-class Outcome:
+class RunEnd:
     """What a run leaves: the counts, the per-interval rows, and how long it took."""
 
     stats: Stats
@@ -83,7 +94,7 @@ class Run:
             retry_for=options.timeout,
             ledger=Ledger(options.ledger) if options.ledger else None,
         )
-        self.outcome = Outcome(self.stats)
+        self.end = RunEnd(self.stats)
         self.selfwatch = SelfWatch()
         self.log: Any = service_log.get_logger("loadtest")
         self.active = 0
@@ -92,7 +103,7 @@ class Run:
         self._numbers = iter(range(1, 1 << 62))
         self._started = 0.0
 
-    async def run(self) -> Outcome:
+    async def run(self) -> RunEnd:
         """Play until the run ends; return what it measured.
 
         Raises NoService when the driver cannot reach the service.
@@ -107,7 +118,7 @@ class Run:
         self._started = time.perf_counter()
         self.selfwatch.start()
         monitor = asyncio.create_task(self._monitor())
-        slots = [asyncio.create_task(self._slot(i)) for i in range(self.options.tables)]
+        slots = [asyncio.create_task(player) for player in self.driver.players(self)]
         loop = asyncio.get_running_loop()
         with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
             loop.add_signal_handler(signal.SIGINT, self.interrupt.set)
@@ -125,19 +136,19 @@ class Run:
             monitor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await monitor
-            self.outcome.seconds = time.perf_counter() - self._started
+            self.end.seconds = time.perf_counter() - self._started
             self._row(self.stats.cut())  # the last, partial interval
             await self.selfwatch.stop()
             cpu = self.selfwatch.cpu_seconds()
-            self.outcome.generator = {
+            self.end.generator = {
                 "cpu_seconds": round(cpu, 3),
-                "cpu_share": round(cpu / max(self.outcome.seconds, 1e-9), 3),
+                "cpu_share": round(cpu / max(self.end.seconds, 1e-9), 3),
                 "loop_lag_ms": summary_ms(self.selfwatch.lags),
             }
             await self.driver.close()
             if self.context.ledger is not None:
                 self.context.ledger.close()
-        return self.outcome
+        return self.end
 
     async def _until_done(self, slots: list[asyncio.Task[None]]) -> None:
         options = self.options
@@ -153,32 +164,48 @@ class Run:
         if not pending:
             return
         self.context.stop.set()  # no new command from here on
-        self.outcome.interrupted = self.interrupt.is_set()
-        if options.duration is None and not self.outcome.interrupted:
-            self.outcome.timed_out = True
+        self.end.interrupted = self.interrupt.is_set()
+        if options.duration is None and not self.end.interrupted:
+            self.end.timed_out = True
             self.log.warning("loadtest_timeout", unfinished=len(pending))
             return
-        if self.outcome.interrupted:
+        if self.end.interrupted:
             self.log.warning("loadtest_interrupted", unfinished=len(pending))
         await asyncio.wait(pending, timeout=options.grace)  # then cancelled: see ``unanswered``
 
-    async def _slot(self, index: int) -> None:
-        """Play tables one after the other (one only, without ``--duration``)."""
+    # --- what the drivers share ---------------------------------------------------------
+
+    def start_at(self, index: int) -> float:
+        """Return when slot ``index`` starts its first table (``--ramp``), on ``perf_counter``."""
+        options = self.options
+        return self._started + options.ramp * index / options.tables
+
+    def next_table_id(self) -> str:
+        """Return the id of the run's next table."""
+        return f"{self.options.table_prefix}-{next(self._numbers)}"
+
+    def given_up(self, table_id: str, given_up: TableGivenUp) -> None:
+        """Count and log a table given up."""
+        self.stats.error(given_up.code)
+        self.log.warning("table_given_up", table=table_id, code=given_up.code, error=str(given_up))
+
+    async def slot(self, index: int, driver: LinkDriver) -> None:
+        """Play tables one after the other on links of ``driver`` (one only, without
+        ``--duration``)."""
         options = self.options
         if options.ramp > 0:
-            await asyncio.sleep(options.ramp * index / options.tables)
+            await asyncio.sleep(max(0.0, self.start_at(index) - time.perf_counter()))
         while not self.context.stop.is_set():
-            table_id = f"{options.table_prefix}-{next(self._numbers)}"
-            given_up = await self._table(table_id)
+            given_up = await self._table(self.next_table_id(), driver)
             if options.duration is None:
                 return
             if given_up:
                 await asyncio.sleep(ERROR_PAUSE)
 
-    async def _table(self, table_id: str) -> bool:
+    async def _table(self, table_id: str, driver: LinkDriver) -> bool:
         """Play one table to its end; return whether it was given up."""
         play = TablePlay(table_id, self.options.seed, self.options.bad_share)
-        link = self.driver.table(table_id, play)
+        link = driver.table(table_id, play)
         self.active += 1
         try:
             await link.open(self.stats)
@@ -191,10 +218,7 @@ class Run:
                 self.stats.table_finished(play.deals_finished)
             return False
         except TableGivenUp as given_up:
-            self.stats.error(given_up.code)
-            self.log.warning(
-                "table_given_up", table=table_id, code=given_up.code, error=str(given_up)
-            )
+            self.given_up(table_id, given_up)
             return True
         finally:
             self.active -= 1
@@ -210,7 +234,7 @@ class Run:
 
     def _row(self, interval: Interval) -> None:
         elapsed = time.perf_counter() - self._started
-        previous = self.outcome.series[-1]["t"] if self.outcome.series else 0.0
+        previous = self.end.series[-1]["t"] if self.end.series else 0.0
         span = max(elapsed - previous, 1e-9)
         lags, cpu = self.selfwatch.cut()
 
@@ -238,5 +262,5 @@ class Run:
             "generator_cpu_share": round(cpu / span, 3),
             "generator_lag_max_ms": round(max(lags) * 1000, 3) if lags else None,
         }
-        self.outcome.series.append(row)
+        self.end.series.append(row)
         self.on_interval(row, self.stats)

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from engine.views import seat_view
-from events import commands as wc
 from events import parse_command
+from events.commands import CreateTable, Join
 from services.chaos.checks import applied_twice, command_runs
 from services.loadtest import links
 from services.loadtest.ledger import Ledger, read_ledger
@@ -38,10 +38,10 @@ class MemoryLink:
     async def open(self, stats: Stats) -> None:
         table_id = self.play.table_id
         await self.service.execute(
-            wc.CreateTable(table_id=table_id, command_id="create-0001", deals=2), None
+            CreateTable(table_id=table_id, command_id="create-0001", deals=2), None
         )
         for seat in (0, 1):
-            join = wc.Join(table_id=table_id, command_id=f"join-000{seat}", seat=seat, name="p")
+            join = Join(table_id=table_id, command_id=f"join-000{seat}", seat=seat, name="p")
             await self.service.execute(join, None)
         await self._views()
 

@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
 
 from engine.views import seat_view
-from events import commands as wc
 from events import parse_command
+from events.commands import CreateTable, Join, NextDeal, Refuse
+from events.mapping import legal_to_wire
 from services.loadtest.play import NEXT_DEAL, Move, TablePlay, choose, command_json
 from services.store import MemoryEventStore
 from services.tables.service import TableService
 
 
 async def seated(service: TableService, table_id: str, deals: int) -> None:
-    create = wc.CreateTable(table_id=table_id, command_id="create-0001", deals=deals)
+    create = CreateTable(table_id=table_id, command_id="create-0001", deals=deals)
     await service.execute(create, None)
     for seat in (0, 1):
-        join = wc.Join(table_id=table_id, command_id=f"join-000{seat}", seat=seat, name=f"p{seat}")
+        join = Join(table_id=table_id, command_id=f"join-000{seat}", seat=seat, name=f"p{seat}")
         await service.execute(join, None)
 
 
@@ -97,6 +99,31 @@ def test_choose_needs_a_legal_action() -> None:
 def test_command_json_parses_as_the_wire_command() -> None:
     data: dict[str, Any] = command_json(Move(0, NEXT_DEAL, 9), "t-1", "cmd-00001")
     command = parse_command(data)
-    assert isinstance(command, wc.NextDeal) and command.expected_version == 9
+    assert isinstance(command, NextDeal) and command.expected_version == 9
     take = parse_command(command_json(Move(1, "refuse", 4), "t-1", "cmd-00002"))
-    assert isinstance(take, wc.Refuse) and take.expected_version == 4
+    assert isinstance(take, Refuse) and take.expected_version == 4
+
+
+def test_choices_spread_over_the_legal_actions_and_bad_moves_keep_their_share() -> None:
+    legal = ["refuse", "turn", "take 5D 6D => 4D5D6D"]
+    counts = Counter(choose(legal, 1, "lt-spread", version) for version in range(3000))
+    assert set(counts) == set(legal)
+    assert all(800 < n < 1200 for n in counts.values()), counts
+    play = TablePlay("lt-spread", 1, bad_share=0.25)
+    view = {"match_over": False, "legal_actions": ["turn"]}
+    bad = 0
+    for version in range(2000):
+        play.see_view(0, {**view, "version": version})
+        bad += play.next_move() == Move(1, "turn", version, bad=True)
+    assert 400 < bad < 600  # a quarter of the positions
+
+
+async def test_the_wire_command_of_every_move_is_pydantics() -> None:
+    """``command_json`` builds a command once an action; each one equals the model's dump."""
+    _, moves, _ = await play_out("lt-unit-4", deals=2, seed=9, bad_share=0.2)
+    for n, move in enumerate(moves, start=1):
+        command_id = f"cmd-{n:05d}"
+        wire = legal_to_wire(move.action, "lt-unit-4", command_id, move.version)
+        expected = wire.model_dump(mode="json", exclude_none=True)
+        made = command_json(move, "lt-unit-4", command_id)
+        assert made == expected and list(made) == list(expected)

@@ -2,7 +2,7 @@
 
 A private three-master cluster (``services.redis_server.cluster``); the engine worker and
 projector run in this process (``tests.services.gateway_stack.Stack``) against it; the tool's run
-goes in the same loop, with every call it queues recorded.
+goes in the same loop, with every call of its pipelines recorded.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import pytest
 from redis.cluster import PIPELINE_BLOCKED_COMMANDS
 from redis.crc import key_slot
 
-from services.loadtest.batcher import Batcher
 from services.loadtest.options import Options
 from services.loadtest.runner import Run
 from services.loadtest.streams import StreamsDriver
@@ -32,9 +31,9 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
         yield running
 
 
-def keys_of(name: str, args: tuple[Any, ...]) -> list[Any]:
-    """The keys of a queued call: ``mget`` takes a list, the others one key first."""
-    return list(args[0]) if name == "mget" else [args[0]]
+def keys_of(call: tuple[Any, ...]) -> list[Any]:
+    """The keys of a pipelined call: ``MGET``'s arguments, the others' first one."""
+    return list(call[1:]) if call[0].upper() == "MGET" else [call[1]]
 
 
 async def test_a_streams_run_on_a_cluster_finishes_with_every_call_on_one_slot(
@@ -42,13 +41,13 @@ async def test_a_streams_run_on_a_cluster_finishes_with_every_call_on_one_slot(
 ) -> None:
     redis_url, redis_ns = cluster.url, "lts"
     calls: list[tuple[str, list[Any]]] = []
-    queue = Batcher.call
+    execute = StreamsDriver.execute
 
-    def recorded(self: Batcher, name: str, *args: Any) -> Any:
-        calls.append((name, keys_of(name, args)))
-        return queue(self, name, *args)
+    async def recorded(self: StreamsDriver, pipelined: list[Any]) -> list[Any]:
+        calls.extend((call[0].lower(), keys_of(call)) for call in pipelined)
+        return await execute(self, pipelined)
 
-    monkeypatch.setattr(Batcher, "call", recorded)
+    monkeypatch.setattr(StreamsDriver, "execute", recorded)
     settings = load_settings(
         redis_url=redis_url, namespace=redis_ns, shards=4, token_secret="s" * 32
     )
