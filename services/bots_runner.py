@@ -22,7 +22,7 @@ from engine.codes import Code, CodedError
 from engine.errors import EngineError
 from engine.game import decide
 from engine.state import Match
-from events import commands as wc
+from events.commands import Command, NextDeal, ReportBotFailure
 from events.mapping import to_wire_command
 from services import log as service_log
 from services.feed_follower import (
@@ -60,7 +60,7 @@ class BotCommand:
     table_id: str
     version: int
     seat: int
-    command: wc.Command
+    command: Command
 
 
 class BotError(CodedError):
@@ -119,7 +119,7 @@ def bot_command(table: Table, bot_for: Callable[[str], Bot] = make_bot) -> BotCo
     if not seats or not between_deals(table):
         return None
     seat = seats[0]
-    next_deal = wc.NextDeal(
+    next_deal = NextDeal(
         command_id=bot_command_id(version, seat),
         table_id=table.table_id,
         expected_version=version,
@@ -152,7 +152,7 @@ def _choose(
 
 def failure_command(table: Table, error: BotError) -> BotCommand:
     """Return the report of a bot's failure at the table's version, sent as the bot's seat."""
-    report = wc.ReportBotFailure(
+    report = ReportBotFailure(
         command_id=bot_failure_id(table.version, error.seat),
         table_id=table.table_id,
         expected_version=table.version,

@@ -16,7 +16,7 @@ from typing import Any, cast
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from events import commands as wc
+from events.commands import Command
 from services.store.base import FeedEntry
 from services.store.keys import KeySpace
 from services.store.outage import OUTAGE_ERRORS, Outage
@@ -191,7 +191,7 @@ def between_deals(table: Table) -> bool:
 
 
 async def submit_command(
-    client: Redis, keys: KeySpace, command: wc.Command, seat: int | None, received_ms: int
+    client: Redis, keys: KeySpace, command: Command, seat: int | None, received_ms: int
 ) -> str:
     """XADD ``command`` for ``seat`` to its table's command stream; return the entry id.
 

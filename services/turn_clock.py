@@ -17,7 +17,7 @@ from engine.actions import Action, Discard, Force, Leave, Refuse, Take, TurnCard
 from engine.bots import GreedyBot, bot_view
 from engine.legal import default_take, legal_actions
 from engine.state import Match, Phase
-from events import commands as wc
+from events.commands import Command, NextDeal
 from events.mapping import to_wire_command
 from services import log as service_log
 from services.feed_follower import (
@@ -98,7 +98,7 @@ class Timeout:
     table_id: str
     version: int
     seat: int
-    command: wc.Command
+    command: Command
 
 
 def clock_command_id(version: int) -> str:
@@ -172,9 +172,9 @@ def timeout_command(table: Table) -> Timeout | None:
     if seat is None or match is None:
         return None
     command_id = clock_command_id(table.version)
-    command: wc.Command
+    command: Command
     if match.to_act is None:
-        command = wc.NextDeal(
+        command = NextDeal(
             command_id=command_id, table_id=table.table_id, expected_version=table.version
         )
     else:

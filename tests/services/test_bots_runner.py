@@ -21,9 +21,8 @@ from redis.asyncio import Redis
 
 from engine.bots import RandomBot
 from engine.state import Phase
-from events import commands as wc
 from events.chain import verify_chain
-from events.commands import parse_command
+from events.commands import Command, CreateTable, Join, NextDeal, parse_command
 from events.mapping import to_wire_command
 from services.bots_runner import BotsRunner, bot_command, bot_command_id, run_bots
 from services.feed_follower import FeedFollower, submit_command, time_ms
@@ -41,7 +40,7 @@ from services.tables.table import Table
 class Applied:
     """One command stream entry as the applier executed it."""
 
-    command: wc.Command
+    command: Command
     seat: int | None
     outcome: CommandResult
 
@@ -138,7 +137,7 @@ async def wait_for_table(
 async def create(
     client: Redis, keys: KeySpace, table_id: str, bots: dict[int, str], **options: Any
 ) -> None:
-    command = wc.CreateTable(
+    command = CreateTable(
         command_id=f"create-{table_id}"[:64], table_id=table_id, bots=bots, **options
     )
     await submit_command(client, keys, command, None, time_ms())
@@ -166,12 +165,12 @@ def settings(redis_url: str, redis_ns: str) -> Settings:
 async def test_bot_commands_are_deterministic_and_only_for_bot_seats() -> None:
     service = TableService(MemoryEventStore())
     table_id = "unit-bots"
-    create_cmd = wc.CreateTable(command_id="create-0001", table_id=table_id, bots={1: "greedy"})
+    create_cmd = CreateTable(command_id="create-0001", table_id=table_id, bots={1: "greedy"})
     await service.execute(create_cmd, None)
     table = await service.load(table_id)
     assert bot_command(table) is None  # seat 0 empty: no deal to start
 
-    await service.execute(wc.Join(command_id="join-0001", table_id=table_id, name="Ana"), None)
+    await service.execute(Join(command_id="join-0001", table_id=table_id, name="Ana"), None)
     table = await service.load(table_id)
     seen = 0
     while table.match is not None and table.match.to_act is not None and seen < 200:
@@ -180,7 +179,7 @@ async def test_bot_commands_are_deterministic_and_only_for_bot_seats() -> None:
         if seat == 0:
             assert move is None  # the human's turn is not the bot's business
             action = RandomBot().choose(table.match, 0, random.Random(table.version))
-            command: wc.Command = to_wire_command(
+            command: Command = to_wire_command(
                 action, table_id, f"human-{table.version:04d}", table.version
             )
         else:
@@ -202,11 +201,11 @@ async def test_between_deals_the_lowest_bot_seat_starts_the_next_deal() -> None:
     service = TableService(MemoryEventStore())
     table_id = "unit-two-bots"
     bots = {0: "random", 1: "greedy"}
-    create_cmd = wc.CreateTable(command_id="create-0001", table_id=table_id, bots=bots)
+    create_cmd = CreateTable(command_id="create-0001", table_id=table_id, bots=bots)
     await service.execute(create_cmd, None)
     table = await service.load(table_id)
     move = bot_command(table)
-    assert move is not None and isinstance(move.command, wc.NextDeal)
+    assert move is not None and isinstance(move.command, NextDeal)
     assert move.seat == 0 and move.command.command_id == bot_command_id(table.version, 0)
     assert len(move.command.command_id) >= 8
 
@@ -232,7 +231,7 @@ async def test_two_bots_play_a_whole_match_by_themselves(
     applied = applier.of(table_id)
     bot_sent = [a for a in applied if a.command.command_id.startswith("bot-")]
     assert len(bot_sent) == len(applied) - 1  # all but the create
-    next_deals = [a for a in bot_sent if isinstance(a.command, wc.NextDeal)]
+    next_deals = [a for a in bot_sent if isinstance(a.command, NextDeal)]
     assert [a.seat for a in next_deals] == [0, 0]
     stored = await observer.store.read(table_id)
     audit(applied, stored)
@@ -248,7 +247,7 @@ async def test_a_bot_and_a_scripted_human_finish_a_deal(
     applier = CommandApplier(redis_client, keys)
     observer = TableService(RedisEventStore(redis_client, keys))
     await create(redis_client, keys, table_id, {1: "greedy"}, deals=2)
-    join = wc.Join(command_id="join-ana-01", table_id=table_id, name="Ana")
+    join = Join(command_id="join-ana-01", table_id=table_id, name="Ana")
     await submit_command(redis_client, keys, join, None, time_ms())
 
     async def human(stop: asyncio.Event) -> None:
@@ -330,7 +329,7 @@ async def test_follower_resumes_after_its_checkpoint(
     service = TableService(RedisEventStore(redis_client, keys))
     for n in range(3):
         table_id = f"follow-{n}"
-        command = wc.CreateTable(command_id=f"create-{n:04d}", table_id=table_id)
+        command = CreateTable(command_id=f"create-{n:04d}", table_id=table_id)
         assert (await service.execute(command, None)).ok
 
     follower = FeedFollower(redis_client, keys, "probe", block_ms=10)
@@ -344,7 +343,7 @@ async def test_follower_resumes_after_its_checkpoint(
 
     again = FeedFollower(redis_client, keys, "probe", block_ms=10)
     assert await again.read() == []  # the checkpoints were written
-    command = wc.CreateTable(command_id="create-0009", table_id="follow-9")
+    command = CreateTable(command_id="create-0009", table_id="follow-9")
     assert (await service.execute(command, None)).ok
     assert [e.table_id for e in await again.read()] == ["follow-9"]
 
@@ -364,8 +363,8 @@ async def test_tables_without_a_bot_are_loaded_once_then_skipped(
         loads.append(table_id)
         return await load(table_id, **kwargs)
 
-    humans = wc.CreateTable(command_id="create-0001", table_id="humans")
-    with_bot = wc.CreateTable(command_id="create-0002", table_id="botted", bots={1: "greedy"})
+    humans = CreateTable(command_id="create-0001", table_id="humans")
+    with_bot = CreateTable(command_id="create-0002", table_id="botted", bots={1: "greedy"})
     for command in (humans, with_bot):
         assert (await service.execute(command, None)).ok
     service.load = counted  # type: ignore[method-assign]
