@@ -32,12 +32,10 @@ from services.feed_follower import (
     run_until_signal,
     submit_command,
     time_ms,
-    unique_tables,
 )
 from services.lru import Lru
 from services.serve.gc_tuning import settle_long_lived
 from services.settings import Settings, load_settings
-from services.store.base import FeedEntry
 from services.store.keys import KeySpace
 from services.store.outage import connect_when_up
 from services.store.redis_store import RedisEventStore
@@ -49,8 +47,13 @@ FOLLOWER_NAME = "bots"
 
 
 LINGER_MS = 10
-"""The bots runner's pause after a small feed batch: a bot's move waits at most this much
-longer, and a busy deployment's entries come ten milliseconds' worth a read."""
+"""The runner's pause after a feed batch that made a bot move: the next move of a game between
+bots waits at most this much longer, and a busy deployment's entries come ten milliseconds'
+worth a read."""
+
+IDLE_LINGER_MS = 100
+"""The pause after a batch that made no bot move (tables of people only, or no bot due): a
+bot's first move after such a batch waits at most this much longer (docs/services.md)."""
 
 
 @dataclass(frozen=True)
@@ -198,10 +201,11 @@ class BotsRunner:
             bot = self._bots[name] = make_bot(name)
         return bot
 
-    async def handle(self, entries: Iterable[FeedEntry]) -> list[BotCommand]:
-        """Look at each table of ``entries`` once and send its bot's command, if one is due."""
+    async def handle(self, tables: Iterable[str]) -> list[BotCommand]:
+        """Look at each of ``tables`` (those of a feed batch, each once) and send its bot's
+        command, if one is due."""
         sent: list[BotCommand] = []
-        for table_id in unique_tables(entries):
+        for table_id in tables:
             if table_id in self._idle:  # no load: most tables have no bot, and never will
                 continue
             move = await self.consider(table_id)
@@ -269,6 +273,7 @@ async def run_bots(
             count=settings.batch_size,
             block_ms=block_ms,
             linger_ms=LINGER_MS,
+            idle_linger_ms=IDLE_LINGER_MS,
         )
         log.info("bots_runner_started", shards=settings.shards, namespace=settings.namespace)
         await follow_through_outages(follower, runner.handle, stop, log)

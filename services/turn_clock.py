@@ -27,12 +27,10 @@ from services.feed_follower import (
     run_until_signal,
     submit_command,
     time_ms,
-    unique_tables,
 )
 from services.lru import Lru
 from services.serve.gc_tuning import settle_long_lived
 from services.settings import Settings, load_settings
-from services.store.base import FeedEntry
 from services.store.keys import KeySpace
 from services.store.outage import OUTAGE_ERRORS, Outage, connect_when_up, pause
 from services.store.redis_store import RedisEventStore
@@ -87,8 +85,8 @@ return 0
 
 
 LINGER_MS = 100
-"""The clock's pause after a small feed batch: a deadline of seconds is armed at most 0.1 s
-later, and a busy deployment's entries come a tenth of a second's worth a read."""
+"""The clock's pause after a feed batch: a deadline of seconds is armed at most 0.1 s later,
+and a busy deployment's entries come a tenth of a second's worth a read."""
 
 
 @dataclass(frozen=True)
@@ -217,9 +215,10 @@ class TurnClock:
 
     # --- arming ---------------------------------------------------------------------------------
 
-    async def handle(self, entries: Iterable[FeedEntry]) -> None:
-        """Arm or remove the timer of each table of ``entries`` at its latest version."""
-        for table_id in unique_tables(entries):
+    async def handle(self, tables: Iterable[str]) -> None:
+        """Arm or remove the timer of each of ``tables`` (those of a feed batch) at its latest
+        version."""
+        for table_id in tables:
             if table_id not in self._untimed:
                 await self.track(table_id)
 

@@ -335,8 +335,8 @@ async def test_follower_resumes_after_its_checkpoint(
     follower = FeedFollower(redis_client, keys, "probe", block_ms=10)
     stop = asyncio.Event()
     seen: list[str] = []
-    async for batch in follower.batches(stop):
-        seen += [e.table_id for e in batch]
+    async for tables in follower.batches(stop):
+        seen += tables
         if len(seen) >= 3:
             stop.set()
     assert sorted(seen) == ["follow-0", "follow-1", "follow-2"]
@@ -369,7 +369,7 @@ async def test_tables_without_a_bot_are_loaded_once_then_skipped(
         assert (await service.execute(command, None)).ok
     service.load = counted  # type: ignore[method-assign]
     follower = FeedFollower(redis_client, settings.keys, "bots-skip")
-    entries = await follower.read(block_ms=0)
-    await runner.handle(entries)
-    await runner.handle(entries)
+    tables = await follower.read_tables(block_ms=0)
+    await runner.handle(tables)
+    await runner.handle(tables)
     assert loads.count("humans") == 1 and loads.count("botted") == 2

@@ -223,7 +223,7 @@ async def timer(client: Redis, keys: KeySpace, table_id: str) -> tuple[int | Non
 
 
 async def arm_from_feeds(follower: FeedFollower, clock: TurnClock) -> None:
-    await clock.handle(await follower.read(block_ms=0))
+    await clock.handle(await follower.read_tables(block_ms=0))
 
 
 async def test_a_human_who_does_not_act_gets_the_default_action_once(
@@ -388,7 +388,7 @@ async def test_untimed_tables_are_loaded_once_then_skipped(
     assert (await service.execute(untimed, None)).ok
     service.load = counted  # type: ignore[method-assign]
     follower = FeedFollower(redis_client, settings.keys, "clock-skip")
-    entries = await follower.read(block_ms=0)
-    await clock.handle(entries)
-    await clock.handle(entries)
+    tables = await follower.read_tables(block_ms=0)
+    await clock.handle(tables)
+    await clock.handle(tables)
     assert loads.count("untimed") == 1 and loads.count("timed") == 2
