@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import random
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,9 +28,9 @@ from services import log as service_log
 from services.feed_follower import (
     FeedFollower,
     between_deals,
+    command_fields,
     follow_through_outages,
     run_until_signal,
-    submit_command,
     time_ms,
 )
 from services.lru import Lru
@@ -54,6 +54,9 @@ worth a read."""
 IDLE_LINGER_MS = 100
 """The pause after a batch that made no bot move (tables of people only, or no bot due): a
 bot's first move after such a batch waits at most this much longer (docs/services.md)."""
+
+LOADS_AT_ONCE = 16
+"""Tables of one batch the runner loads and decides at once (each load is three round trips)."""
 
 
 @dataclass(frozen=True)
@@ -202,19 +205,32 @@ class BotsRunner:
         return bot
 
     async def handle(self, tables: Iterable[str]) -> list[BotCommand]:
-        """Look at each of ``tables`` (those of a feed batch, each once) and send its bot's
-        command, if one is due."""
-        sent: list[BotCommand] = []
-        for table_id in tables:
-            if table_id in self._idle:  # no load: most tables have no bot, and never will
-                continue
-            move = await self.consider(table_id)
-            if move is not None:
-                sent.append(move)
-        return sent
+        """Look at each of ``tables`` (those of a feed batch, each once) and send the bot
+        commands due, in one call."""
+        watched = [t for t in tables if t not in self._idle]
+        if not watched:  # no load: most tables have no bot, and never will
+            return []
+        slots = asyncio.Semaphore(LOADS_AT_ONCE)
+
+        async def decide_one(table_id: str) -> BotCommand | None:
+            async with slots:
+                return await self.decide(table_id)
+
+        decided = await asyncio.gather(*(decide_one(t) for t in watched))
+        moves = [move for move in decided if move is not None]
+        await self.send(moves)
+        return moves
 
     async def consider(self, table_id: str) -> BotCommand | None:
         """Load a table and send its bot's command if one is due and not yet sent by this runner."""
+        move = await self.decide(table_id)
+        if move is not None:
+            await self.send([move])
+        return move
+
+    async def decide(self, table_id: str) -> BotCommand | None:
+        """Load a table and return its bot's command if one is due and not yet sent by this
+        runner (a bot that cannot move: the report of its failure)."""
         table = await self.service.load(table_id)
         if table.version > 0 and (not bot_seats(table) or (table.match and table.match.over)):
             self._idle.remember(table_id, True)
@@ -222,7 +238,7 @@ class BotsRunner:
         if self._sent.get(table_id) == table.version:
             return None
         try:
-            move = bot_command(table, self.bot)
+            return bot_command(table, self.bot)
         except BotError as error:  # reported to the table, not only logged
             self.log.error(
                 "bot_failed",
@@ -234,23 +250,34 @@ class BotsRunner:
                 error=type(error.__cause__).__name__ if error.__cause__ else None,
                 at=_where(error),
             )
-            move = failure_command(table, error)
-        if move is None:
-            return None
-        entry_id = await submit_command(
-            self.client, self.keys, move.command, move.seat, self.clock()
-        )
-        self._sent.remember(table_id, move.version)
-        self.log.info(
-            "bot_command",
-            table=table_id,
-            seat=move.seat,
-            command_id=move.command.command_id,
-            version=move.version,
-            type=move.command.type,
-            entry=entry_id,
-        )
-        return move
+            return failure_command(table, error)
+
+    async def send(self, moves: Sequence[BotCommand]) -> None:
+        """XADD ``moves`` to their command streams in one pipeline, as :func:`submit_command`
+        does one, and remember each table's version as sent."""
+        if not moves:
+            return
+        received = self.clock()
+        async with self.client.pipeline(transaction=False) as pipe:
+            for move in moves:
+                shard = self.keys.shard_of(move.table_id)
+                pipe.xadd(self.keys.cmd(shard), command_fields(move.command, move.seat, received))
+            entry_ids = await pipe.execute()
+        for move, entry_id in zip(moves, entry_ids, strict=True):
+            self._sent.remember(move.table_id, move.version)
+            self.log.info(
+                "bot_command",
+                table=move.table_id,
+                seat=move.seat,
+                command_id=move.command.command_id,
+                version=move.version,
+                type=move.command.type,
+                entry=_text(entry_id),
+            )
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else value
 
 
 async def run_bots(

@@ -24,7 +24,13 @@ from engine.state import Phase
 from events.chain import verify_chain
 from events.commands import Command, CreateTable, Join, NextDeal, parse_command
 from events.mapping import to_wire_command
-from services.bots_runner import BotsRunner, bot_command, bot_command_id, run_bots
+from services.bots_runner import (
+    LOADS_AT_ONCE,
+    BotsRunner,
+    bot_command,
+    bot_command_id,
+    run_bots,
+)
 from services.feed_follower import FeedFollower, submit_command, time_ms
 from services.settings import Settings, load_settings
 from services.store.keys import KeySpace
@@ -373,3 +379,31 @@ async def test_tables_without_a_bot_are_loaded_once_then_skipped(
     await runner.handle(tables)
     await runner.handle(tables)
     assert loads.count("humans") == 1 and loads.count("botted") == 2
+
+
+async def test_one_batch_sends_the_moves_of_all_its_bot_tables_once(
+    settings: Settings, redis_client: Redis
+) -> None:
+    """The tables of a batch are loaded a few at a time and their moves sent in one call."""
+    keys = settings.keys
+    service = TableService(RedisEventStore(redis_client, keys))
+    ids = [f"batch-{n:02d}" for n in range(LOADS_AT_ONCE + 4)]
+    for n, table_id in enumerate(ids):
+        bots = {0: "greedy", 1: "random"}
+        create = CreateTable(command_id=f"create-{n:04d}", table_id=table_id, bots=bots)
+        assert (await service.execute(create, None)).ok
+    runner = BotsRunner(redis_client, keys)
+    tables = await FeedFollower(redis_client, keys, "batch").read_tables(block_ms=0)
+    moves = await runner.handle(tables)
+    assert sorted(m.table_id for m in moves) == ids
+    assert await runner.handle(tables) == []  # each version's move is sent once
+    sent: dict[str, tuple[int | None, Command]] = {}
+    for shard in range(keys.shards):
+        for _, fields in await redis_client.xrange(keys.cmd(shard)):
+            command = parse_command(fields[b"c"])
+            sent[command.table_id] = (int(fields[b"s"]), command)
+    assert sorted(sent) == ids
+    for move in moves:
+        seat, command = sent[move.table_id]
+        assert seat == 0 and isinstance(command, NextDeal)
+        assert command.command_id == bot_command_id(move.version, 0)
