@@ -31,6 +31,7 @@ from services.feed_follower import (
     command_fields,
     follow_through_outages,
     run_until_signal,
+    table_setups,
     time_ms,
 )
 from services.lru import Lru
@@ -194,8 +195,10 @@ class BotsRunner:
         self.log: Any = service_log.get_logger("bots_runner")
         self._bots: dict[str, Bot] = {}
         self._sent: Lru[str, int] = Lru(remember)
-        self._idle: Lru[str, bool] = Lru(remember)
-        """Tables no bot will ever act at: none sits there (bots sit at creation), or over."""
+        self._follow: Lru[str, bool] = Lru(remember)
+        """Tables looked at: True where a bot sits (each feed entry loads the table), False
+        where no bot will ever act (none sits there: bots sit at creation; or the match is
+        over)."""
 
     def bot(self, name: str) -> Bot:
         """Return the (shared, stateless) bot of a name."""
@@ -207,8 +210,15 @@ class BotsRunner:
     async def handle(self, tables: Iterable[str]) -> list[BotCommand]:
         """Look at each of ``tables`` (those of a feed batch, each once) and send the bot
         commands due, in one call."""
-        watched = [t for t in tables if t not in self._idle]
-        if not watched:  # no load: most tables have no bot, and never will
+        batch = list(tables)
+        new = [t for t in batch if t not in self._follow]
+        if new:  # their creation, not their whole history: most tables have no bot
+            setups = await table_setups(self.client, self.keys, new)
+            for table_id in new:
+                setup = setups.get(table_id)
+                self._follow.remember(table_id, setup is None or setup.bots)
+        watched = [t for t in batch if self._follow.get(t)]
+        if not watched:
             return []
         slots = asyncio.Semaphore(LOADS_AT_ONCE)
 
@@ -233,7 +243,7 @@ class BotsRunner:
         runner (a bot that cannot move: the report of its failure)."""
         table = await self.service.load(table_id)
         if table.version > 0 and (not bot_seats(table) or (table.match and table.match.over)):
-            self._idle.remember(table_id, True)
+            self._follow.remember(table_id, False)
             return None
         if self._sent.get(table_id) == table.version:
             return None

@@ -10,18 +10,22 @@ import asyncio
 import contextlib
 import signal
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from itertools import takewhile
 from typing import Any, cast
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from events.commands import Command
+from events.domain import PlayerJoined, TableCreated
 from services.store.base import FeedEntry
+from services.store.codec import unpack_body
 from services.store.keys import KeySpace
 from services.store.outage import OUTAGE_ERRORS, Outage
 from services.store.stream_watch import StreamWatch, xread_split
-from services.tables.table import Table
+from services.tables.table import Table, event_of
 
 _XReadReply = list[tuple[Any, list[tuple[Any, dict[Any, Any]]]]]
 
@@ -208,6 +212,59 @@ async def follow_through_outages(
 def time_ms() -> int:
     """Return the time in ms since the epoch (the default clock of the services)."""
     return int(time.time() * 1000)
+
+
+SETUP_EVENTS = 8
+"""Events :func:`table_setups` reads from the start of a table: its creation (a
+``table_created``, a ``player_joined`` a bot) and what follows it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """What a table was created with that the followers act on (neither changes later)."""
+
+    bots: bool
+    """Whether a bot sits at the table: bots are seated by ``create_table`` only."""
+    turn_seconds: int | None
+    """The turn clock, None for none."""
+
+
+async def table_setups(client: Redis, keys: KeySpace, table_ids: Sequence[str]) -> dict[str, Setup]:
+    """Return the setup of each of ``table_ids`` from the events of its creation: the first
+    :data:`SETUP_EVENTS` of each table, read in one pipeline and not folded.
+
+    A table is left out when they do not show its whole creation (no event in Redis: the table
+    is archived, or unknown) or it is unusually long: the follower loads that one.
+    """
+    async with client.pipeline(transaction=False) as pipe:
+        for table_id in table_ids:
+            pipe.xrange(keys.events(table_id), "1-1", "+", count=SETUP_EVENTS)
+        replies = await pipe.execute()
+    found: dict[str, Setup] = {}
+    for table_id, entries in zip(table_ids, replies, strict=True):
+        setup = _setup(table_id, cast(list[tuple[bytes, dict[bytes, bytes]]], entries))
+        if setup is not None:
+            found[table_id] = setup
+    return found
+
+
+def _setup(table_id: str, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> Setup | None:
+    """The setup shown by a table's first events (stream ids ``<version>-1``), if they hold
+    its creation, which is one append: the events that share the first one's command id."""
+    bodies = [unpack_body(table_id, int(e.split(b"-")[0]), f[b"b"]) for e, f in entries]
+    if not bodies or bodies[0].get("type") != "table_created":
+        return None
+    created_by = bodies[0].get("command_id")
+    creation = list(takewhile(lambda body: body.get("command_id") == created_by, bodies))
+    if len(creation) == SETUP_EVENTS:  # its end not seen
+        return None
+    bots, turn_seconds = False, None
+    for event in map(event_of, creation):
+        if isinstance(event, TableCreated):
+            turn_seconds = event.turn_seconds
+        elif isinstance(event, PlayerJoined) and event.bot is not None:
+            bots = True
+    return Setup(bots, turn_seconds)
 
 
 def between_deals(table: Table) -> bool:

@@ -27,6 +27,7 @@ from services.feed_follower import (
     follow_through_outages,
     run_until_signal,
     submit_command,
+    table_setups,
     time_ms,
 )
 from services.lru import Lru
@@ -216,8 +217,9 @@ class TurnClock:
         self._disarm = client.register_script(DISARM_LUA)
         self._lease = client.register_script(LEASE_LUA)
         self._done = client.register_script(DONE_LUA)
-        self._untimed: Lru[str, bool] = Lru(100_000)
-        """Tables without a turn clock (set at creation): their feed entries load nothing."""
+        self._timed: Lru[str, bool] = Lru(100_000)
+        """Tables looked at: whether each has a turn clock (set at creation); the feed entries
+        of one without load nothing."""
         self.next_due = 0
         """The earliest deadline known to this clock (ms since the epoch): from the timers
         it armed and the earliest left on each shard at its last look (:meth:`due`)."""
@@ -234,8 +236,15 @@ class TurnClock:
     async def handle(self, tables: Iterable[str]) -> None:
         """Arm or remove the timer of each of ``tables`` (those of a feed batch) at its latest
         version."""
-        for table_id in tables:
-            if table_id not in self._untimed:
+        batch = list(tables)
+        new = [t for t in batch if t not in self._timed]
+        if new:  # their creation, not their whole history: most tables have no clock
+            setups = await table_setups(self.client, self.keys, new)
+            for table_id in new:
+                setup = setups.get(table_id)
+                self._timed.remember(table_id, setup is None or setup.turn_seconds is not None)
+        for table_id in batch:
+            if self._timed.get(table_id):
                 await self.track(table_id)
 
     async def track(self, table_id: str) -> int | None:
@@ -243,7 +252,7 @@ class TurnClock:
         table = await self.service.load(table_id)
         if table.turn_seconds is None:
             if table.version > 0:
-                self._untimed.remember(table_id, True)
+                self._timed.remember(table_id, False)
             return None
         keys = self.timer_keys(self.keys.shard_of(table_id))
         seat = timed_seat(table)

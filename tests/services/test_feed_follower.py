@@ -9,9 +9,14 @@ import time
 import pytest
 from redis.asyncio import Redis
 
-from services.feed_follower import FeedFollower
+from engine.legal import legal_actions
+from events.commands import CreateTable, Join
+from events.mapping import to_wire_command
+from services.feed_follower import SETUP_EVENTS, FeedFollower, Setup, table_setups
 from services.settings import Settings
 from services.store.keys import KeySpace
+from services.store.redis_store import RedisEventStore
+from services.tables.service import TableService
 
 
 async def append(client: Redis, keys: KeySpace, table_id: str, version: int) -> str:
@@ -107,3 +112,39 @@ async def test_the_pause_after_a_batch_depends_on_what_it_gave(
     assert await timed(acted=True) < 0.2  # a move was sent: its answer is awaited
     follower.full = True  # a feed had ``count`` entries: more are waiting
     assert await timed(acted=False) < 0.2
+
+
+async def test_a_setup_comes_from_the_events_of_the_creation_alone(
+    settings: Settings, redis_client: Redis
+) -> None:
+    keys = settings.keys
+    service = TableService(RedisEventStore(redis_client, keys))
+    created = {
+        "plain": CreateTable(command_id="create-0001", table_id="plain"),
+        "timed": CreateTable(command_id="create-0002", table_id="timed", turn_seconds=30),
+        "one-bot": CreateTable(command_id="create-0003", table_id="one-bot", bots={1: "greedy"}),
+        "two-bots": CreateTable(
+            command_id="create-0004", table_id="two-bots", bots={0: "random", 1: "greedy"}
+        ),
+    }
+    for command in created.values():
+        assert (await service.execute(command, None)).ok
+    for name in ("Ana", "Bea"):  # the deal starts: the table is read long after its creation
+        join = Join(command_id=f"join-{name}-01", table_id="timed", name=name)
+        assert (await service.execute(join, None)).ok
+    table = await service.load("timed")
+    while table.version <= SETUP_EVENTS and table.match and table.match.to_act is not None:
+        action = legal_actions(table.match)[0]
+        move = to_wire_command(action, "timed", f"move-{table.version:04d}", table.version)
+        assert (await service.execute(move, table.match.to_act)).ok
+        table = await service.load("timed")
+    assert table.version > SETUP_EVENTS
+    join = Join(command_id="join-cid-01", table_id="one-bot", name="Cid")
+    assert (await service.execute(join, None)).ok
+    setups = await table_setups(redis_client, keys, [*created, "archived-or-unknown"])
+    assert setups == {
+        "plain": Setup(bots=False, turn_seconds=None),
+        "timed": Setup(bots=False, turn_seconds=30),
+        "one-bot": Setup(bots=True, turn_seconds=None),
+        "two-bots": Setup(bots=True, turn_seconds=None),
+    }  # a table with no event in Redis is left out: the follower loads it
