@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import random
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,22 +22,21 @@ from engine.codes import Code, CodedError
 from engine.errors import EngineError
 from engine.game import decide
 from engine.state import Match
-from events import commands as wc
+from events.commands import Command, NextDeal, ReportBotFailure
 from events.mapping import to_wire_command
 from services import log as service_log
 from services.feed_follower import (
     FeedFollower,
     between_deals,
+    command_fields,
     follow_through_outages,
     run_until_signal,
-    submit_command,
+    table_setups,
     time_ms,
-    unique_tables,
 )
 from services.lru import Lru
 from services.serve.gc_tuning import settle_long_lived
 from services.settings import Settings, load_settings
-from services.store.base import FeedEntry
 from services.store.keys import KeySpace
 from services.store.outage import connect_when_up
 from services.store.redis_store import RedisEventStore
@@ -49,8 +48,16 @@ FOLLOWER_NAME = "bots"
 
 
 LINGER_MS = 10
-"""The bots runner's pause after a small feed batch: a bot's move waits at most this much
-longer, and a busy deployment's entries come ten milliseconds' worth a read."""
+"""The runner's pause after a feed batch that made a bot move: the next move of a game between
+bots waits at most this much longer, and a busy deployment's entries come ten milliseconds'
+worth a read."""
+
+IDLE_LINGER_MS = 100
+"""The pause after a batch that made no bot move (tables of people only, or no bot due): a
+bot's first move after such a batch waits at most this much longer (docs/services.md)."""
+
+LOADS_AT_ONCE = 16
+"""Tables of one batch the runner loads and decides at once (each load is three round trips)."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +67,7 @@ class BotCommand:
     table_id: str
     version: int
     seat: int
-    command: wc.Command
+    command: Command
 
 
 class BotError(CodedError):
@@ -119,7 +126,7 @@ def bot_command(table: Table, bot_for: Callable[[str], Bot] = make_bot) -> BotCo
     if not seats or not between_deals(table):
         return None
     seat = seats[0]
-    next_deal = wc.NextDeal(
+    next_deal = NextDeal(
         command_id=bot_command_id(version, seat),
         table_id=table.table_id,
         expected_version=version,
@@ -152,7 +159,7 @@ def _choose(
 
 def failure_command(table: Table, error: BotError) -> BotCommand:
     """Return the report of a bot's failure at the table's version, sent as the bot's seat."""
-    report = wc.ReportBotFailure(
+    report = ReportBotFailure(
         command_id=bot_failure_id(table.version, error.seat),
         table_id=table.table_id,
         expected_version=table.version,
@@ -188,8 +195,10 @@ class BotsRunner:
         self.log: Any = service_log.get_logger("bots_runner")
         self._bots: dict[str, Bot] = {}
         self._sent: Lru[str, int] = Lru(remember)
-        self._idle: Lru[str, bool] = Lru(remember)
-        """Tables no bot will ever act at: none sits there (bots sit at creation), or over."""
+        self._follow: Lru[str, bool] = Lru(remember)
+        """Tables looked at: True where a bot sits (each feed entry loads the table), False
+        where no bot will ever act (none sits there: bots sit at creation; or the match is
+        over)."""
 
     def bot(self, name: str) -> Bot:
         """Return the (shared, stateless) bot of a name."""
@@ -198,27 +207,48 @@ class BotsRunner:
             bot = self._bots[name] = make_bot(name)
         return bot
 
-    async def handle(self, entries: Iterable[FeedEntry]) -> list[BotCommand]:
-        """Look at each table of ``entries`` once and send its bot's command, if one is due."""
-        sent: list[BotCommand] = []
-        for table_id in unique_tables(entries):
-            if table_id in self._idle:  # no load: most tables have no bot, and never will
-                continue
-            move = await self.consider(table_id)
-            if move is not None:
-                sent.append(move)
-        return sent
+    async def handle(self, tables: Iterable[str]) -> list[BotCommand]:
+        """Look at each of ``tables`` (those of a feed batch, each once) and send the bot
+        commands due, in one call."""
+        batch = list(tables)
+        new = [t for t in batch if t not in self._follow]
+        if new:  # their creation, not their whole history: most tables have no bot
+            setups = await table_setups(self.client, self.keys, new)
+            for table_id in new:
+                setup = setups.get(table_id)
+                self._follow.remember(table_id, setup is None or setup.bots)
+        watched = [t for t in batch if self._follow.get(t)]
+        if not watched:
+            return []
+        slots = asyncio.Semaphore(LOADS_AT_ONCE)
+
+        async def decide_one(table_id: str) -> BotCommand | None:
+            async with slots:
+                return await self.decide(table_id)
+
+        decided = await asyncio.gather(*(decide_one(t) for t in watched))
+        moves = [move for move in decided if move is not None]
+        await self.send(moves)
+        return moves
 
     async def consider(self, table_id: str) -> BotCommand | None:
         """Load a table and send its bot's command if one is due and not yet sent by this runner."""
+        move = await self.decide(table_id)
+        if move is not None:
+            await self.send([move])
+        return move
+
+    async def decide(self, table_id: str) -> BotCommand | None:
+        """Load a table and return its bot's command if one is due and not yet sent by this
+        runner (a bot that cannot move: the report of its failure)."""
         table = await self.service.load(table_id)
         if table.version > 0 and (not bot_seats(table) or (table.match and table.match.over)):
-            self._idle.remember(table_id, True)
+            self._follow.remember(table_id, False)
             return None
         if self._sent.get(table_id) == table.version:
             return None
         try:
-            move = bot_command(table, self.bot)
+            return bot_command(table, self.bot)
         except BotError as error:  # reported to the table, not only logged
             self.log.error(
                 "bot_failed",
@@ -230,23 +260,34 @@ class BotsRunner:
                 error=type(error.__cause__).__name__ if error.__cause__ else None,
                 at=_where(error),
             )
-            move = failure_command(table, error)
-        if move is None:
-            return None
-        entry_id = await submit_command(
-            self.client, self.keys, move.command, move.seat, self.clock()
-        )
-        self._sent.remember(table_id, move.version)
-        self.log.info(
-            "bot_command",
-            table=table_id,
-            seat=move.seat,
-            command_id=move.command.command_id,
-            version=move.version,
-            type=move.command.type,
-            entry=entry_id,
-        )
-        return move
+            return failure_command(table, error)
+
+    async def send(self, moves: Sequence[BotCommand]) -> None:
+        """XADD ``moves`` to their command streams in one pipeline, as :func:`submit_command`
+        does one, and remember each table's version as sent."""
+        if not moves:
+            return
+        received = self.clock()
+        async with self.client.pipeline(transaction=False) as pipe:
+            for move in moves:
+                shard = self.keys.shard_of(move.table_id)
+                pipe.xadd(self.keys.cmd(shard), command_fields(move.command, move.seat, received))
+            entry_ids = await pipe.execute()
+        for move, entry_id in zip(moves, entry_ids, strict=True):
+            self._sent.remember(move.table_id, move.version)
+            self.log.info(
+                "bot_command",
+                table=move.table_id,
+                seat=move.seat,
+                command_id=move.command.command_id,
+                version=move.version,
+                type=move.command.type,
+                entry=_text(entry_id),
+            )
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else value
 
 
 async def run_bots(
@@ -269,6 +310,7 @@ async def run_bots(
             count=settings.batch_size,
             block_ms=block_ms,
             linger_ms=LINGER_MS,
+            idle_linger_ms=IDLE_LINGER_MS,
         )
         log.info("bots_runner_started", shards=settings.shards, namespace=settings.namespace)
         await follow_through_outages(follower, runner.handle, stop, log)

@@ -12,12 +12,13 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from redis.asyncio import Redis
+from redis.exceptions import NoScriptError
 
 from engine.actions import Action, Discard, Force, Leave, Refuse, Take, TurnCard, Waive
 from engine.bots import GreedyBot, bot_view
 from engine.legal import default_take, legal_actions
 from engine.state import Match, Phase
-from events import commands as wc
+from events.commands import Command, NextDeal
 from events.mapping import to_wire_command
 from services import log as service_log
 from services.feed_follower import (
@@ -26,18 +27,20 @@ from services.feed_follower import (
     follow_through_outages,
     run_until_signal,
     submit_command,
+    table_setups,
     time_ms,
-    unique_tables,
 )
 from services.lru import Lru
 from services.serve.gc_tuning import settle_long_lived
 from services.settings import Settings, load_settings
-from services.store.base import FeedEntry
 from services.store.keys import KeySpace
 from services.store.outage import OUTAGE_ERRORS, Outage, connect_when_up, pause
 from services.store.redis_store import RedisEventStore
 from services.tables.service import TableService
 from services.tables.table import Table
+
+NEVER = 2**62
+"""A deadline later than any (ms since the epoch)."""
 
 FOLLOWER_NAME = "clock"
 """The name of the clock's feed checkpoints: ``<ns>:{sNN}:ckpt:clock``."""
@@ -72,9 +75,12 @@ for _, member in ipairs(due) do
   out[#out + 1] = member
   out[#out + 1] = redis.call('HGET', KEYS[2], member) or '-1'
 end
+local first = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+out[#out + 1] = first[2] or ''
 return out
 """
-"""KEYS timers, timers:v; ARGV now, limit, lease until: take due timers, push them to later."""
+"""KEYS timers, timers:v; ARGV now, limit, lease until: take due timers, push them to later.
+Returns table, version pairs, then the earliest score left ('' when none)."""
 
 DONE_LUA = """
 if redis.call('HGET', KEYS[2], ARGV[1]) == ARGV[2] then
@@ -86,9 +92,13 @@ return 0
 """KEYS timers, timers:v; ARGV table, version: remove the timer if still at that version."""
 
 
+SWEEP_MS = 1_000
+"""How often the clock looks for due timers on every shard even when it knows of none due
+(see :meth:`TurnClock.tick_if_due`)."""
+
 LINGER_MS = 100
-"""The clock's pause after a small feed batch: a deadline of seconds is armed at most 0.1 s
-later, and a busy deployment's entries come a tenth of a second's worth a read."""
+"""The clock's pause after a feed batch: a deadline of seconds is armed at most 0.1 s later,
+and a busy deployment's entries come a tenth of a second's worth a read."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +108,7 @@ class Timeout:
     table_id: str
     version: int
     seat: int
-    command: wc.Command
+    command: Command
 
 
 def clock_command_id(version: int) -> str:
@@ -172,9 +182,9 @@ def timeout_command(table: Table) -> Timeout | None:
     if seat is None or match is None:
         return None
     command_id = clock_command_id(table.version)
-    command: wc.Command
+    command: Command
     if match.to_act is None:
-        command = wc.NextDeal(
+        command = NextDeal(
             command_id=command_id, table_id=table.table_id, expected_version=table.version
         )
     else:
@@ -207,8 +217,14 @@ class TurnClock:
         self._disarm = client.register_script(DISARM_LUA)
         self._lease = client.register_script(LEASE_LUA)
         self._done = client.register_script(DONE_LUA)
-        self._untimed: Lru[str, bool] = Lru(100_000)
-        """Tables without a turn clock (set at creation): their feed entries load nothing."""
+        self._timed: Lru[str, bool] = Lru(100_000)
+        """Tables looked at: whether each has a turn clock (set at creation); the feed entries
+        of one without load nothing."""
+        self.next_due = 0
+        """The earliest deadline known to this clock (ms since the epoch): from the timers
+        it armed and the earliest left on each shard at its last look (:meth:`due`)."""
+        self.swept_at: int | None = None
+        """When :meth:`due` last looked at every shard (by ``clock``)."""
 
     def timer_keys(self, shard: int) -> list[str]:
         """Return the shard's timer keys: the sorted set and the hash of versions."""
@@ -217,10 +233,18 @@ class TurnClock:
 
     # --- arming ---------------------------------------------------------------------------------
 
-    async def handle(self, entries: Iterable[FeedEntry]) -> None:
-        """Arm or remove the timer of each table of ``entries`` at its latest version."""
-        for table_id in unique_tables(entries):
-            if table_id not in self._untimed:
+    async def handle(self, tables: Iterable[str]) -> None:
+        """Arm or remove the timer of each of ``tables`` (those of a feed batch) at its latest
+        version."""
+        batch = list(tables)
+        new = [t for t in batch if t not in self._timed]
+        if new:  # their creation, not their whole history: most tables have no clock
+            setups = await table_setups(self.client, self.keys, new)
+            for table_id in new:
+                setup = setups.get(table_id)
+                self._timed.remember(table_id, setup is None or setup.turn_seconds is not None)
+        for table_id in batch:
+            if self._timed.get(table_id):
                 await self.track(table_id)
 
     async def track(self, table_id: str) -> int | None:
@@ -228,7 +252,7 @@ class TurnClock:
         table = await self.service.load(table_id)
         if table.turn_seconds is None:
             if table.version > 0:
-                self._untimed.remember(table_id, True)
+                self._timed.remember(table_id, False)
             return None
         keys = self.timer_keys(self.keys.shard_of(table_id))
         seat = timed_seat(table)
@@ -241,6 +265,7 @@ class TurnClock:
         if not isinstance(started, int):
             started = self.clock()
         deadline = started + table.turn_seconds * 1000
+        self.next_due = min(self.next_due, deadline)
         armed = await self._arm(keys=keys, args=[table_id, table.version, deadline])
         if armed:
             self.log.debug(
@@ -251,17 +276,44 @@ class TurnClock:
     # --- firing ---------------------------------------------------------------------------------
 
     async def due(self, shards: Sequence[int] | None = None) -> list[tuple[str, int]]:
-        """Lease the timers due now on ``shards`` (default: all): ``(table id, version)`` pairs."""
+        """Lease the timers due now on ``shards`` (default: all): ``(table id, version)`` pairs.
+
+        One pipeline for all shards (a lease script a shard: each shard is its own slot).
+        Sets :attr:`next_due` from what the shards have left.
+        """
         now = self.clock()
+        args = (now, self.limit, now + self.lease_ms)
+        todo = list(range(self.keys.shards) if shards is None else shards)
+        if shards is None:
+            self.next_due, self.swept_at = NEVER, now  # a timer armed meanwhile lowers it
         taken: list[tuple[str, int]] = []
-        for shard in range(self.keys.shards) if shards is None else shards:
-            reply = await self._lease(
-                keys=self.timer_keys(shard), args=[now, self.limit, now + self.lease_ms]
-            )
-            flat = cast(list[Any], reply)
-            for i in range(0, len(flat), 2):
-                taken.append((_text(flat[i]), int(flat[i + 1])))
+        for attempt in range(2):  # again on the shards of a server that lacked the script
+            async with self.client.pipeline(transaction=False) as pipe:
+                for shard in todo:
+                    pipe.evalsha(self._lease.sha, 2, *self.timer_keys(shard), *args)
+                replies = await pipe.execute(raise_on_error=False)
+            missing: list[int] = []
+            for shard, reply in zip(todo, replies, strict=True):
+                if isinstance(reply, NoScriptError) and not attempt:
+                    missing.append(shard)
+                elif isinstance(reply, Exception):
+                    self.next_due = 0  # look again at the next tick
+                    raise reply
+                else:
+                    taken += self._leased(cast(list[Any], reply))
+            if not missing:
+                break
+            await self.client.script_load(self._lease.script)
+            todo = missing
         return taken
+
+    def _leased(self, reply: list[Any]) -> list[tuple[str, int]]:
+        """The ``(table id, version)`` pairs of a lease script's reply; lowers
+        :attr:`next_due` to the earliest timer left on its shard."""
+        *pairs, first = reply
+        if first:
+            self.next_due = min(self.next_due, int(float(_text(first))))
+        return [(_text(pairs[i]), int(pairs[i + 1])) for i in range(0, len(pairs), 2)]
 
     async def fire(self, table_id: str, version: int) -> Timeout | None:
         """Send the default action of a timer taken at ``version`` if the table is still there."""
@@ -294,6 +346,14 @@ class TurnClock:
             if timeout is not None:
                 sent.append(timeout)
         return sent
+
+    async def tick_if_due(self, sweep_ms: int = SWEEP_MS) -> list[Timeout]:
+        """:meth:`tick` when a timer known to this clock is due, or ``sweep_ms`` after its last
+        look at every shard; else nothing, without a call to Redis."""
+        now = self.clock()
+        if now < self.next_due and self.swept_at is not None and now - self.swept_at < sweep_ms:
+            return []
+        return await self.tick()
 
 
 def _text(value: bytes | str) -> str:
@@ -334,7 +394,7 @@ async def run_clock(
         outage = Outage(log, "fire")
         while not stop.is_set():
             try:
-                await turn_clock.tick()
+                await turn_clock.tick_if_due()
             except OUTAGE_ERRORS as error:
                 await outage.wait(error, stop)
                 continue

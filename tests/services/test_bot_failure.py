@@ -20,8 +20,8 @@ from redis.asyncio import Redis
 from engine import bots
 from engine.actions import Action, Discard
 from engine.state import Match
-from events import commands as wc
-from events import domain as wd
+from events.commands import CreateTable, Join, ReportBotFailure, Resign
+from events.domain import BotFailed
 from services import cli
 from services.audit import audit_store, audit_table
 from services.bots_runner import BotError, BotsRunner, bot_command, run_bots
@@ -120,14 +120,14 @@ async def test_a_bot_that_raises_shows_on_its_seat_and_the_table_still_audits(
     assert await runner.consider("broken-1") is None
 
     # A client cannot report a bot's failure itself.
-    forged = wc.ReportBotFailure(
+    forged = ReportBotFailure(
         table_id="broken-1", command_id="forged-0001", code="bot/failed", message="x"
     )
     refused = await ana.send(forged)
     assert refused.status_code == 422 and refused.json()["code"] == "command/unsupported"
 
     # The human can still end the match; the failure is cleared by the next event.
-    resign = wc.Resign(table_id="broken-1", command_id="resign-0001")
+    resign = Resign(table_id="broken-1", command_id="resign-0001")
     resigned = (await ana.send(resign)).json()
     assert resigned["ok"] is True, resigned
     after = await public_until(stack, "broken-1", lambda v: v["version"] >= resigned["version"])
@@ -147,15 +147,15 @@ async def test_a_bot_that_raises_shows_on_its_seat_and_the_table_still_audits(
 
 async def test_the_audit_refuses_a_bot_failure_on_a_seat_without_that_bot() -> None:
     service = TableService(MemoryEventStore(), dealer_source=lambda: 0)
-    create = wc.CreateTable(table_id="t-forged", command_id="create-forged", bots={"1": "greedy"})
+    create = CreateTable(table_id="t-forged", command_id="create-forged", bots={"1": "greedy"})
     await service.execute(create, None)
-    await service.execute(wc.Join(table_id="t-forged", command_id="join-forged", name="A"), None)
+    await service.execute(Join(table_id="t-forged", command_id="join-forged", name="A"), None)
     store = service.store
     head = await store.head("t-forged")
     clean = audit_table("t-forged", await store.read("t-forged"), head)
     assert clean.failure is None
     forged = {
-        **wd.BotFailed(seat=0, bot="greedy", code="bot/failed", message="m").model_dump(),
+        **BotFailed(seat=0, bot="greedy", code="bot/failed", message="m").model_dump(),
         "command_id": "forged-failure",
         "time": 1,
     }
@@ -171,11 +171,9 @@ async def test_a_bots_unknown_name_or_illegal_move_is_a_bot_error() -> None:
     for name, code in (("cheater", "bot/illegal_action"), ("gone", "bot/unknown")):
         table_id = f"t-{name}"
         bots_of = {"1": "cheater"}
-        create = wc.CreateTable(table_id=table_id, command_id=f"create-{name}", bots=bots_of)
+        create = CreateTable(table_id=table_id, command_id=f"create-{name}", bots=bots_of)
         await service.execute(create, None)
-        await service.execute(
-            wc.Join(table_id=table_id, command_id=f"join0-{name}", name="A"), None
-        )
+        await service.execute(Join(table_id=table_id, command_id=f"join0-{name}", name="A"), None)
         table = await service.load(table_id)
         assert table.match is not None and table.match.to_act == 1
 
@@ -185,7 +183,7 @@ async def test_a_bots_unknown_name_or_illegal_move_is_a_bot_error() -> None:
         with pytest.raises(BotError) as info:
             bot_command(table, bot_for)
         assert info.value.code == code and info.value.seat == 1
-        report = wc.ReportBotFailure(
+        report = ReportBotFailure(
             table_id=table_id,
             command_id=f"report-{name}",
             code=info.value.code,
@@ -199,9 +197,7 @@ async def test_a_bots_unknown_name_or_illegal_move_is_a_bot_error() -> None:
         assert holder.failure.code == code
         assert bot_command(table, bot_for) is None  # its failure stands: not tried again
         refused = await service.execute(
-            wc.ReportBotFailure(
-                table_id=table_id, command_id=f"human-{name}", code=code, message="m"
-            ),
+            ReportBotFailure(table_id=table_id, command_id=f"human-{name}", code=code, message="m"),
             0,
         )
         assert refused.code == "command/unsupported"  # seat 0 holds no bot

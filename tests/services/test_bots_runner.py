@@ -21,11 +21,16 @@ from redis.asyncio import Redis
 
 from engine.bots import RandomBot
 from engine.state import Phase
-from events import commands as wc
 from events.chain import verify_chain
-from events.commands import parse_command
+from events.commands import Command, CreateTable, Join, NextDeal, parse_command
 from events.mapping import to_wire_command
-from services.bots_runner import BotsRunner, bot_command, bot_command_id, run_bots
+from services.bots_runner import (
+    LOADS_AT_ONCE,
+    BotsRunner,
+    bot_command,
+    bot_command_id,
+    run_bots,
+)
 from services.feed_follower import FeedFollower, submit_command, time_ms
 from services.settings import Settings, load_settings
 from services.store.keys import KeySpace
@@ -41,7 +46,7 @@ from services.tables.table import Table
 class Applied:
     """One command stream entry as the applier executed it."""
 
-    command: wc.Command
+    command: Command
     seat: int | None
     outcome: CommandResult
 
@@ -138,7 +143,7 @@ async def wait_for_table(
 async def create(
     client: Redis, keys: KeySpace, table_id: str, bots: dict[int, str], **options: Any
 ) -> None:
-    command = wc.CreateTable(
+    command = CreateTable(
         command_id=f"create-{table_id}"[:64], table_id=table_id, bots=bots, **options
     )
     await submit_command(client, keys, command, None, time_ms())
@@ -166,12 +171,12 @@ def settings(redis_url: str, redis_ns: str) -> Settings:
 async def test_bot_commands_are_deterministic_and_only_for_bot_seats() -> None:
     service = TableService(MemoryEventStore())
     table_id = "unit-bots"
-    create_cmd = wc.CreateTable(command_id="create-0001", table_id=table_id, bots={1: "greedy"})
+    create_cmd = CreateTable(command_id="create-0001", table_id=table_id, bots={1: "greedy"})
     await service.execute(create_cmd, None)
     table = await service.load(table_id)
     assert bot_command(table) is None  # seat 0 empty: no deal to start
 
-    await service.execute(wc.Join(command_id="join-0001", table_id=table_id, name="Ana"), None)
+    await service.execute(Join(command_id="join-0001", table_id=table_id, name="Ana"), None)
     table = await service.load(table_id)
     seen = 0
     while table.match is not None and table.match.to_act is not None and seen < 200:
@@ -180,7 +185,7 @@ async def test_bot_commands_are_deterministic_and_only_for_bot_seats() -> None:
         if seat == 0:
             assert move is None  # the human's turn is not the bot's business
             action = RandomBot().choose(table.match, 0, random.Random(table.version))
-            command: wc.Command = to_wire_command(
+            command: Command = to_wire_command(
                 action, table_id, f"human-{table.version:04d}", table.version
             )
         else:
@@ -202,11 +207,11 @@ async def test_between_deals_the_lowest_bot_seat_starts_the_next_deal() -> None:
     service = TableService(MemoryEventStore())
     table_id = "unit-two-bots"
     bots = {0: "random", 1: "greedy"}
-    create_cmd = wc.CreateTable(command_id="create-0001", table_id=table_id, bots=bots)
+    create_cmd = CreateTable(command_id="create-0001", table_id=table_id, bots=bots)
     await service.execute(create_cmd, None)
     table = await service.load(table_id)
     move = bot_command(table)
-    assert move is not None and isinstance(move.command, wc.NextDeal)
+    assert move is not None and isinstance(move.command, NextDeal)
     assert move.seat == 0 and move.command.command_id == bot_command_id(table.version, 0)
     assert len(move.command.command_id) >= 8
 
@@ -232,7 +237,7 @@ async def test_two_bots_play_a_whole_match_by_themselves(
     applied = applier.of(table_id)
     bot_sent = [a for a in applied if a.command.command_id.startswith("bot-")]
     assert len(bot_sent) == len(applied) - 1  # all but the create
-    next_deals = [a for a in bot_sent if isinstance(a.command, wc.NextDeal)]
+    next_deals = [a for a in bot_sent if isinstance(a.command, NextDeal)]
     assert [a.seat for a in next_deals] == [0, 0]
     stored = await observer.store.read(table_id)
     audit(applied, stored)
@@ -248,7 +253,7 @@ async def test_a_bot_and_a_scripted_human_finish_a_deal(
     applier = CommandApplier(redis_client, keys)
     observer = TableService(RedisEventStore(redis_client, keys))
     await create(redis_client, keys, table_id, {1: "greedy"}, deals=2)
-    join = wc.Join(command_id="join-ana-01", table_id=table_id, name="Ana")
+    join = Join(command_id="join-ana-01", table_id=table_id, name="Ana")
     await submit_command(redis_client, keys, join, None, time_ms())
 
     async def human(stop: asyncio.Event) -> None:
@@ -330,30 +335,30 @@ async def test_follower_resumes_after_its_checkpoint(
     service = TableService(RedisEventStore(redis_client, keys))
     for n in range(3):
         table_id = f"follow-{n}"
-        command = wc.CreateTable(command_id=f"create-{n:04d}", table_id=table_id)
+        command = CreateTable(command_id=f"create-{n:04d}", table_id=table_id)
         assert (await service.execute(command, None)).ok
 
     follower = FeedFollower(redis_client, keys, "probe", block_ms=10)
     stop = asyncio.Event()
     seen: list[str] = []
-    async for batch in follower.batches(stop):
-        seen += [e.table_id for e in batch]
+    async for tables in follower.batches(stop):
+        seen += tables
         if len(seen) >= 3:
             stop.set()
     assert sorted(seen) == ["follow-0", "follow-1", "follow-2"]
 
     again = FeedFollower(redis_client, keys, "probe", block_ms=10)
     assert await again.read() == []  # the checkpoints were written
-    command = wc.CreateTable(command_id="create-0009", table_id="follow-9")
+    command = CreateTable(command_id="create-0009", table_id="follow-9")
     assert (await service.execute(command, None)).ok
     assert [e.table_id for e in await again.read()] == ["follow-9"]
 
 
-async def test_tables_without_a_bot_are_loaded_once_then_skipped(
+async def test_tables_without_a_bot_are_never_loaded(
     settings: Settings, redis_client: Redis
 ) -> None:
-    """A table seats its bots at creation: one load shows that it has none, and its later feed
-    entries (or those of a match over) cost the runner no read."""
+    """A table seats its bots at creation: the events of its creation show that it has none,
+    and its feed entries (or those of a match over) cost the runner no load."""
     store = RedisEventStore(redis_client, settings.keys)
     service = TableService(store)
     runner = BotsRunner(redis_client, settings.keys, service=service)
@@ -364,13 +369,41 @@ async def test_tables_without_a_bot_are_loaded_once_then_skipped(
         loads.append(table_id)
         return await load(table_id, **kwargs)
 
-    humans = wc.CreateTable(command_id="create-0001", table_id="humans")
-    with_bot = wc.CreateTable(command_id="create-0002", table_id="botted", bots={1: "greedy"})
+    humans = CreateTable(command_id="create-0001", table_id="humans")
+    with_bot = CreateTable(command_id="create-0002", table_id="botted", bots={1: "greedy"})
     for command in (humans, with_bot):
         assert (await service.execute(command, None)).ok
     service.load = counted  # type: ignore[method-assign]
     follower = FeedFollower(redis_client, settings.keys, "bots-skip")
-    entries = await follower.read(block_ms=0)
-    await runner.handle(entries)
-    await runner.handle(entries)
-    assert loads.count("humans") == 1 and loads.count("botted") == 2
+    tables = await follower.read_tables(block_ms=0)
+    await runner.handle(tables)
+    await runner.handle(tables)
+    assert loads.count("humans") == 0 and loads.count("botted") == 2
+
+
+async def test_one_batch_sends_the_moves_of_all_its_bot_tables_once(
+    settings: Settings, redis_client: Redis
+) -> None:
+    """The tables of a batch are loaded a few at a time and their moves sent in one call."""
+    keys = settings.keys
+    service = TableService(RedisEventStore(redis_client, keys))
+    ids = [f"batch-{n:02d}" for n in range(LOADS_AT_ONCE + 4)]
+    for n, table_id in enumerate(ids):
+        bots = {0: "greedy", 1: "random"}
+        create = CreateTable(command_id=f"create-{n:04d}", table_id=table_id, bots=bots)
+        assert (await service.execute(create, None)).ok
+    runner = BotsRunner(redis_client, keys)
+    tables = await FeedFollower(redis_client, keys, "batch").read_tables(block_ms=0)
+    moves = await runner.handle(tables)
+    assert sorted(m.table_id for m in moves) == ids
+    assert await runner.handle(tables) == []  # each version's move is sent once
+    sent: dict[str, tuple[int | None, Command]] = {}
+    for shard in range(keys.shards):
+        for _, fields in await redis_client.xrange(keys.cmd(shard)):
+            command = parse_command(fields[b"c"])
+            sent[command.table_id] = (int(fields[b"s"]), command)
+    assert sorted(sent) == ids
+    for move in moves:
+        seat, command = sent[move.table_id]
+        assert seat == 0 and isinstance(command, NextDeal)
+        assert command.command_id == bot_command_id(move.version, 0)

@@ -40,7 +40,7 @@ from engine.game import decide, evolve
 from engine.legal import default_take, legal_actions
 from engine.rules import PRESETS
 from engine.state import Match, Phase
-from events import commands as wc
+from events.commands import CreateTable, Join, NextDeal, Turn
 from events.mapping import to_wire_command
 from services.feed_follower import FeedFollower, submit_command
 from services.selfplay.cli import deal_deck
@@ -140,14 +140,12 @@ def test_default_actions_follow_the_documented_table(rules: str) -> None:
 async def test_default_actions_alone_play_a_timed_match_and_start_the_next_deal() -> None:
     service = TableService(MemoryEventStore())
     table_id = "unit-clock"
-    create = wc.CreateTable(
+    create = CreateTable(
         command_id="create-0001", table_id=table_id, turn_seconds=TURN_SECONDS, deals=2
     )
     await service.execute(create, None)
     for name in ("Ana", "Bea"):
-        await service.execute(
-            wc.Join(command_id=f"join-{name}-1", table_id=table_id, name=name), None
-        )
+        await service.execute(Join(command_id=f"join-{name}-1", table_id=table_id, name=name), None)
     table = await service.load(table_id)
     next_deals = 0
     for _ in range(500):
@@ -158,7 +156,7 @@ async def test_default_actions_alone_play_a_timed_match_and_start_the_next_deal(
         assert timeout.command.command_id == clock_command_id(table.version)
         assert timeout.command.expected_version == table.version
         if table.match.to_act is None:
-            assert isinstance(timeout.command, wc.NextDeal) and timeout.seat == 0
+            assert isinstance(timeout.command, NextDeal) and timeout.seat == 0
             next_deals += 1
         else:
             assert timeout.seat == table.match.to_act
@@ -172,16 +170,16 @@ async def test_default_actions_alone_play_a_timed_match_and_start_the_next_deal(
 
 async def test_no_clock_for_bots_or_untimed_tables() -> None:
     service = TableService(MemoryEventStore())
-    untimed = wc.CreateTable(command_id="create-0001", table_id="untimed", bots={1: "greedy"})
+    untimed = CreateTable(command_id="create-0001", table_id="untimed", bots={1: "greedy"})
     await service.execute(untimed, None)
-    await service.execute(wc.Join(command_id="join-0001", table_id="untimed", name="Ana"), None)
+    await service.execute(Join(command_id="join-0001", table_id="untimed", name="Ana"), None)
     assert timed_seat(await service.load("untimed")) is None
 
-    timed = wc.CreateTable(
+    timed = CreateTable(
         command_id="create-0002", table_id="timed", bots={1: "greedy"}, turn_seconds=TURN_SECONDS
     )
     await service.execute(timed, None)
-    await service.execute(wc.Join(command_id="join-0002", table_id="timed", name="Ana"), None)
+    await service.execute(Join(command_id="join-0002", table_id="timed", name="Ana"), None)
     table = await service.load("timed")
     for _ in range(200):
         match = table.match
@@ -201,12 +199,12 @@ async def test_no_clock_for_bots_or_untimed_tables() -> None:
 
 
 async def seat_two_humans(service: TableService, table_id: str) -> Table:
-    create = wc.CreateTable(
+    create = CreateTable(
         command_id="create-0001", table_id=table_id, turn_seconds=TURN_SECONDS, deals=2
     )
     assert (await service.execute(create, None)).ok
     for name in ("Ana", "Bea"):
-        join = wc.Join(command_id=f"join-{name}-01", table_id=table_id, name=name)
+        join = Join(command_id=f"join-{name}-01", table_id=table_id, name=name)
         assert (await service.execute(join, None)).ok
     table = await service.load(table_id)
     assert table.match is not None and table.match.to_act is not None
@@ -225,7 +223,7 @@ async def timer(client: Redis, keys: KeySpace, table_id: str) -> tuple[int | Non
 
 
 async def arm_from_feeds(follower: FeedFollower, clock: TurnClock) -> None:
-    await clock.handle(await follower.read(block_ms=0))
+    await clock.handle(await follower.read_tables(block_ms=0))
 
 
 async def test_a_human_who_does_not_act_gets_the_default_action_once(
@@ -237,9 +235,9 @@ async def test_a_human_who_does_not_act_gets_the_default_action_once(
     observer = TableService(RedisEventStore(redis_client, keys))
     table_id = "slow-human"
     for command in (
-        wc.CreateTable(command_id="create-0001", table_id=table_id, turn_seconds=TURN_SECONDS),
-        wc.Join(command_id="join-ana-01", table_id=table_id, name="Ana"),
-        wc.Join(command_id="join-bea-01", table_id=table_id, name="Bea"),
+        CreateTable(command_id="create-0001", table_id=table_id, turn_seconds=TURN_SECONDS),
+        Join(command_id="join-ana-01", table_id=table_id, name="Ana"),
+        Join(command_id="join-bea-01", table_id=table_id, name="Bea"),
     ):
         await submit_command(redis_client, keys, command, None, fake())
 
@@ -275,7 +273,7 @@ async def test_a_human_who_does_not_act_gets_the_default_action_once(
         clock_command_id(version)
     ]
     assert all(a.outcome.ok and a.seat == seat for a in fired)
-    assert isinstance(fired[0].command, wc.Turn)  # the documented default of the first turn
+    assert isinstance(fired[0].command, Turn)  # the documented default of the first turn
     stored = await observer.store.read(table_id, version + 1)
     assert {e.body["command_id"] for e in stored} == {clock_command_id(version)}
     # the next turn is timed from the default action's own time, and has not run out
@@ -292,7 +290,7 @@ async def test_two_clocks_take_a_timer_once_and_a_repeat_is_applied_once(
     first = TurnClock(redis_client, keys, clock=fake)
     second = TurnClock(redis_client, keys, clock=fake)
     table = await seat_two_humans(applier.service, "two-clocks")
-    untimed = wc.CreateTable(command_id="create-0002", table_id="no-clock")
+    untimed = CreateTable(command_id="create-0002", table_id="no-clock")
     assert (await applier.service.execute(untimed, None)).ok
     await arm_from_feeds(FeedFollower(redis_client, keys, "clock-test", block_ms=10), first)
     assert await timer(redis_client, keys, "no-clock") == (None, None)
@@ -371,11 +369,9 @@ async def wait_until(
         await asyncio.sleep(0.02)
 
 
-async def test_untimed_tables_are_loaded_once_then_skipped(
-    settings: Settings, redis_client: Redis
-) -> None:
-    """The turn clock is set at creation: one load shows a table has none, and its later feed
-    entries cost the clock no read."""
+async def test_untimed_tables_are_never_loaded(settings: Settings, redis_client: Redis) -> None:
+    """The turn clock is set at creation: the events of its creation show that a table has
+    none, and its feed entries cost the clock no load."""
     service = TableService(RedisEventStore(redis_client, settings.keys))
     clock = TurnClock(redis_client, settings.keys, service=service)
     loads: list[str] = []
@@ -386,11 +382,11 @@ async def test_untimed_tables_are_loaded_once_then_skipped(
         return await load(table_id, **kwargs)
 
     await seat_two_humans(service, "timed")
-    untimed = wc.CreateTable(command_id="create-0009", table_id="untimed")
+    untimed = CreateTable(command_id="create-0009", table_id="untimed")
     assert (await service.execute(untimed, None)).ok
     service.load = counted  # type: ignore[method-assign]
     follower = FeedFollower(redis_client, settings.keys, "clock-skip")
-    entries = await follower.read(block_ms=0)
-    await clock.handle(entries)
-    await clock.handle(entries)
-    assert loads.count("untimed") == 1 and loads.count("timed") == 2
+    tables = await follower.read_tables(block_ms=0)
+    await clock.handle(tables)
+    await clock.handle(tables)
+    assert loads.count("untimed") == 0 and loads.count("timed") == 2
