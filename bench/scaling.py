@@ -62,7 +62,7 @@ def kind_of(pid: int) -> str:
         return "gone"
     text = b" ".join(argv).decode(errors="replace")
     for kind in ("engine_worker", "projector", "bots_runner", "turn_clock"):
-        if f"services.{kind}" in text:
+        if f".{kind}" in text:
             return kind
     return "gateway" if "uvicorn" in text else "other"
 

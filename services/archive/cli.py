@@ -99,7 +99,7 @@ async def _run(args: argparse.Namespace, keys: KeySpace) -> tuple[ArchiveTally, 
     from services.archive.folder import FolderArchive
     from services.archive.mover import Archiver
     from services.archive.redis_tables import index_finished
-    from services.feed_follower import time_ms
+    from services.followers.feed import time_ms
     from services.store.client import connect
     from services.store.redis_store import RedisEventStore
 

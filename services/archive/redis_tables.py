@@ -78,7 +78,7 @@ def table_keys(keys: KeySpace, table_id: str) -> list[str]:
         keys.head(table_id),
         keys.sealed(shard),
         timers,
-        f"{timers}:v",  # the turn clock's versions (services.turn_clock)
+        f"{timers}:v",  # the turn clock's versions (services.followers.turn_clock)
         keys.events(table_id),
         keys.secret(table_id),
         keys.command_ids(table_id),

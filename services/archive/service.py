@@ -18,7 +18,7 @@ from services import log as service_log
 from services.archive.folder import FolderArchive
 from services.archive.mover import Archiver
 from services.archive.redis_tables import index_finished
-from services.feed_follower import run_until_signal, time_ms
+from services.followers.feed import run_until_signal, time_ms
 from services.settings import Settings, load_settings
 from services.store.outage import OUTAGE_ERRORS, Outage, connect_when_up, pause
 from services.store.redis_store import RedisEventStore

@@ -22,8 +22,8 @@ import redis
 SERVICES: dict[str, str] = {
     "engine-worker": "services.engine_worker",
     "projector": "services.projector",
-    "bots": "services.bots_runner",
-    "clock": "services.turn_clock",
+    "bots": "services.followers.bots_runner",
+    "clock": "services.followers.turn_clock",
     "gateway": "services.gateway.app:create_app",
 }
 """Each kind of service, and what its command line holds (``services.serve.cli.children``)."""

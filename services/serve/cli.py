@@ -45,8 +45,8 @@ def children(args: argparse.Namespace, archive: bool = False) -> list[Child]:
     ]
     out += [
         Child("projector", [py, "-m", "services.projector"]),
-        Child("bots", [py, "-m", "services.bots_runner"]),
-        Child("clock", [py, "-m", "services.turn_clock"]),
+        Child("bots", [py, "-m", "services.followers.bots_runner"]),
+        Child("clock", [py, "-m", "services.followers.turn_clock"]),
         *([Child("archive", [py, "-m", "services.archive"])] if archive else []),
         Child(
             "gateway",

@@ -31,11 +31,11 @@ import pytest
 import redis
 import yaml
 
+from services.followers.turn_clock import clock_command_id
 from services.redis_server import LocalRedis
 from services.redis_server.local import free_port
 from services.store.keys import KeySpace
 from services.store.scripts import APPEND_LUA
-from services.turn_clock import clock_command_id
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "deploy" / "redis" / "users.acl"
@@ -251,8 +251,8 @@ def test_every_service_runs_as_its_own_user_and_needs_nothing_more(
     services = {
         "engine": ["-m", "services.engine_worker"],
         "projector": ["-m", "services.projector"],
-        "bots": ["-m", "services.bots_runner"],
-        "clock": ["-m", "services.turn_clock"],
+        "bots": ["-m", "services.followers.bots_runner"],
+        "clock": ["-m", "services.followers.turn_clock"],
         "gateway": gateway,
     }
     processes = {

@@ -24,7 +24,7 @@ from events.commands import CreateTable, Join, ReportBotFailure, Resign
 from events.domain import BotFailed
 from services import cli
 from services.audit import audit_store, audit_table
-from services.bots_runner import BotError, BotsRunner, bot_command, run_bots
+from services.followers.bots_runner import BotError, BotsRunner, bot_command, run_bots
 from services.settings import Settings
 from services.store import MemoryEventStore, RedisEventStore
 from services.tables.service import TableService

@@ -24,14 +24,14 @@ from engine.state import Phase
 from events.chain import verify_chain
 from events.commands import Command, CreateTable, Join, NextDeal, parse_command
 from events.mapping import to_wire_command
-from services.bots_runner import (
+from services.followers.bots_runner import (
     LOADS_AT_ONCE,
     BotsRunner,
     bot_command,
     bot_command_id,
     run_bots,
 )
-from services.feed_follower import FeedFollower, submit_command, time_ms
+from services.followers.feed import FeedFollower, submit_command, time_ms
 from services.settings import Settings, load_settings
 from services.store.keys import KeySpace
 from services.store.memory_store import MemoryEventStore

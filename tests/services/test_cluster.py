@@ -29,7 +29,7 @@ import redis.asyncio
 from redis.asyncio.cluster import RedisCluster
 
 from services.chaos.checks import applied_twice, command_runs, read_views, run_cli
-from services.feed_follower import FeedFollower
+from services.followers.feed import FeedFollower
 from services.redis_server.cluster import LocalCluster, slot_ranges
 from services.settings import load_settings
 from services.store.client import connect, is_cluster

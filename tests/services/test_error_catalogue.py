@@ -14,7 +14,7 @@ from engine.codes import Code, CodedError, close_of, lookup, status_of
 from events import base as contract
 from events.envelope import HashMismatch
 from events.fairness import FairnessError, InvalidSeed, UnknownAlgorithm
-from services.bots_runner import BotError
+from services.followers.bots_runner import BotError
 from services.gateway import error_table
 from services.gateway.errors import ApiError
 from services.store.base import StoreError, VersionConflict

@@ -1,5 +1,5 @@
 """The feed follower of the bots runner and the clock: what it reads, when its checkpoints move,
-and how long it pauses between reads (docs/services.md, ``services/feed_follower.py``)."""
+and how long it pauses between reads (docs/services.md, ``services/followers/feed.py``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 from engine.legal import legal_actions
 from events.commands import CreateTable, Join
 from events.mapping import to_wire_command
-from services.feed_follower import SETUP_EVENTS, FeedFollower, Setup, table_setups
+from services.followers.feed import SETUP_EVENTS, FeedFollower, Setup, table_setups
 from services.settings import Settings
 from services.store.keys import KeySpace
 from services.store.redis_store import RedisEventStore

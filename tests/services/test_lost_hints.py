@@ -22,7 +22,7 @@ from redis.asyncio import Redis
 from test_e2e import check_streams, play  # the test folder is on sys.path
 from test_engine_worker import eventually
 
-from services.bots_runner import run_bots
+from services.followers.bots_runner import run_bots
 from services.gateway.hub import Hub
 from services.gateway.intake import MAX_POLL
 from services.gateway.live import RECHECK_SECONDS

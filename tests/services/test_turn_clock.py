@@ -42,15 +42,8 @@ from engine.rules import PRESETS
 from engine.state import Match, Phase
 from events.commands import CreateTable, Join, NextDeal, Turn
 from events.mapping import to_wire_command
-from services.feed_follower import FeedFollower, submit_command
-from services.selfplay.cli import deal_deck
-from services.settings import Settings, load_settings
-from services.store.keys import KeySpace
-from services.store.memory_store import MemoryEventStore
-from services.store.redis_store import RedisEventStore
-from services.tables.service import TableService
-from services.tables.table import Table
-from services.turn_clock import (
+from services.followers.feed import FeedFollower, submit_command
+from services.followers.turn_clock import (
     TurnClock,
     clock_command_id,
     default_action,
@@ -58,6 +51,13 @@ from services.turn_clock import (
     timed_seat,
     timeout_command,
 )
+from services.selfplay.cli import deal_deck
+from services.settings import Settings, load_settings
+from services.store.keys import KeySpace
+from services.store.memory_store import MemoryEventStore
+from services.store.redis_store import RedisEventStore
+from services.tables.service import TableService
+from services.tables.table import Table
 
 T0 = 1_700_000_000_000
 TURN_SECONDS = 5

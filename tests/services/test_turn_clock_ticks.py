@@ -15,11 +15,11 @@ from test_turn_clock import (  # the test folder is on sys.path (like tests/engi
     timer,
 )
 
-from services.feed_follower import FeedFollower
+from services.followers.feed import FeedFollower
+from services.followers.turn_clock import LEASE_LUA, SWEEP_MS, TurnClock, clock_command_id
 from services.settings import Settings, load_settings
 from services.store.redis_store import RedisEventStore
 from services.tables.service import TableService
-from services.turn_clock import LEASE_LUA, SWEEP_MS, TurnClock, clock_command_id
 
 
 @pytest.fixture

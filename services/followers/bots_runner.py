@@ -1,7 +1,7 @@
 """The bots runner: plays the seats given to the engine's bots through the command streams.
 
-Run with ``python -m services.bots_runner``.  How it follows the feeds, its deterministic command
-ids and its reports of failed bots: ``docs/services.md`` ("Module notes").
+Run with ``python -m services.followers.bots_runner``.  How it follows the feeds, its
+deterministic command ids and its reports of failed bots: ``docs/services.md`` ("Module notes").
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from engine.state import Match
 from events.commands import Command, NextDeal, ReportBotFailure
 from events.mapping import to_wire_command
 from services import log as service_log
-from services.feed_follower import (
+from services.followers.feed import (
     FeedFollower,
     between_deals,
     command_fields,
@@ -320,7 +320,7 @@ async def run_bots(
 
 
 def main() -> None:
-    """``python -m services.bots_runner``: run until SIGINT or SIGTERM."""
+    """``python -m services.followers.bots_runner``: run until SIGINT or SIGTERM."""
     settings = load_settings()
     service_log.configure(settings.log_level)
     settle_long_lived()

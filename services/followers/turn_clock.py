@@ -1,7 +1,7 @@
 """The turn clock: when a human seat's time runs out, a documented default action is sent once.
 
-Run with ``python -m services.turn_clock``.  Arming, firing, why it acts once, and the default
-actions: ``docs/turn-clock.md``.
+Run with ``python -m services.followers.turn_clock``.  Arming, firing, why it acts once, and
+the default actions: ``docs/turn-clock.md``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from engine.state import Match, Phase
 from events.commands import Command, NextDeal
 from events.mapping import to_wire_command
 from services import log as service_log
-from services.feed_follower import (
+from services.followers.feed import (
     FeedFollower,
     between_deals,
     follow_through_outages,
@@ -412,7 +412,7 @@ async def run_clock(
 
 
 def main() -> None:
-    """``python -m services.turn_clock``: run until SIGINT or SIGTERM."""
+    """``python -m services.followers.turn_clock``: run until SIGINT or SIGTERM."""
     settings = load_settings()
     service_log.configure(settings.log_level)
     settle_long_lived()
