@@ -34,7 +34,7 @@ class Settings(BaseSettings):
     )
     token_secret: str | None = None
     log_level: str = "INFO"
-    batch_size: int = Field(default=200, ge=1, le=10_000)
+    batch_size: int = Field(default=600, ge=1, le=10_000)
     claim_idle_ms: int = Field(default=5_000, ge=100)
     command_retention_ms: int = Field(default=10_000, ge=0)
     """How long an engine worker keeps an acknowledged command in its stream before its sweep
