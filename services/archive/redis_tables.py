@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 
 from events.chain import GENESIS_HASH
 from services.store.base import Head, StoredEvent, StoreError
-from services.store.client import load_missing
+from services.store.client import as_text, load_missing
 from services.store.codec import decode_packed, unpack_body
 from services.store.keys import KeySpace
 from services.store.redis_store import RedisEventStore
@@ -105,16 +105,12 @@ class Exported:
     problem: str | None = None
 
 
-def _text(raw: bytes | str) -> str:
-    return raw.decode("utf-8") if isinstance(raw, bytes) else raw
-
-
 def _exported(table_id: str, reply: Sequence[Any]) -> Exported:
-    version, digest, status = (_text(x) for x in reply[:3])
+    version, digest, status = (as_text(x) for x in reply[:3])
     head = Head(int(version), digest or GENESIS_HASH, status or None) if version else Head()
-    flat = [_text(x) for x in reply[4]]
+    flat = [as_text(x) for x in reply[4]]
     secrets = dict(zip(flat[::2], flat[1::2], strict=True))
-    views = {part: _text(raw) for part, raw in zip(STORED_PARTS, reply[5:], strict=True) if raw}
+    views = {part: as_text(raw) for part, raw in zip(STORED_PARTS, reply[5:], strict=True) if raw}
     events: list[StoredEvent] = []
     problem = None
     packed = reply[3] if isinstance(reply[3], bytes) else reply[3].encode("utf-8")
@@ -165,7 +161,7 @@ async def due_tables(client: Redis, keys: KeySpace, ended_before_ms: int, limit:
         for shard in range(keys.shards):
             pipe.zrangebyscore(keys.sealed(shard), "-inf", f"({ended_before_ms}", 0, limit)
         replies = await pipe.execute()
-    return [_text(member) for members in replies for member in members]
+    return [as_text(member) for members in replies for member in members]
 
 
 async def index_finished(store: RedisEventStore, chunk: int = 500) -> int:
@@ -197,7 +193,7 @@ async def _index_batch(store: RedisEventStore, table_ids: Sequence[str]) -> int:
         if status != b"over" or not last:
             continue
         entry_id, fields = last[0]
-        version = int(_text(entry_id).split("-")[0])
+        version = int(as_text(entry_id).split("-")[0])
         try:
             when = unpack_body(t, version, fields.get(b"b", b"")).get("time")
         except StoreError:  # indexed all the same: the archiver says what is wrong with it

@@ -32,6 +32,7 @@ from redis.asyncio.cluster import RedisCluster
 from engine.codes import Code
 from events.commands import Command, parse_command
 from services.log import get_logger
+from services.store.client import as_text
 from services.store.keys import KeySpace
 from services.store.outage import OUTAGE_ERRORS, Outage
 from services.store.stream_watch import StreamWatch, answered
@@ -118,10 +119,6 @@ def parse_entry(
         message = f"table {command.table_id} is not on shard {shard}"
         return Malformed(entry_id, Code.COMMAND_WRONG_SHARD, message, *ids)
     return Entry(entry_id, command, seat)
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 STREAMS_FIELD = "streams"
@@ -236,7 +233,7 @@ class ShardStreamsSubscriber(StreamBatchSubscriber):
             return answered(replies)
         for stream, last in zip(streams, replies[::2], strict=True):
             if not isinstance(last, Exception):  # a master away: its streams are not watched
-                ends[stream] = _text(last[0][0]) if last else "0-0"
+                ends[stream] = as_text(last[0][0]) if last else "0-0"
         return answered(replies[1::2])
 
     async def stop(self) -> None:

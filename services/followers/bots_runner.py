@@ -37,6 +37,7 @@ from services.followers.feed import (
 from services.lru import Lru
 from services.serve.gc_tuning import settle_long_lived
 from services.settings import Settings, load_settings
+from services.store.client import as_text
 from services.store.keys import KeySpace
 from services.store.outage import connect_when_up
 from services.store.redis_store import RedisEventStore
@@ -282,12 +283,8 @@ class BotsRunner:
                 command_id=move.command.command_id,
                 version=move.version,
                 type=move.command.type,
-                entry=_text(entry_id),
+                entry=as_text(entry_id),
             )
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else value
 
 
 async def run_bots(

@@ -21,6 +21,7 @@ from redis.asyncio.cluster import RedisCluster
 from events.commands import Command
 from events.domain import PlayerJoined, TableCreated
 from services.store.base import FeedEntry
+from services.store.client import as_text
 from services.store.codec import unpack_body
 from services.store.keys import KeySpace
 from services.store.outage import OUTAGE_ERRORS, Outage
@@ -31,10 +32,6 @@ _XReadReply = list[tuple[Any, list[tuple[Any, dict[Any, Any]]]]]
 
 START = "0-0"
 """The position before the first entry of a feed."""
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else value
 
 
 class FeedFollower:
@@ -88,7 +85,7 @@ class FeedFollower:
         positions: dict[int, str] = {}
         for shard in self.shards:  # one GET per shard: the keys live in different slots
             raw = await self.client.get(self.checkpoint_key(shard))
-            positions[shard] = START if raw is None else _text(raw)
+            positions[shard] = START if raw is None else as_text(raw)
         self.positions = positions
         self.saved = dict(positions)
         return dict(positions)
@@ -110,7 +107,7 @@ class FeedFollower:
         Advances the in-memory positions but writes no checkpoint (see :meth:`save`).
         """
         return [
-            _entry(_text(entry_id), fields)
+            _entry(as_text(entry_id), fields)
             for _, entries in await self._xread(block_ms)
             for entry_id, fields in entries
         ]
@@ -122,7 +119,7 @@ class FeedFollower:
         for _, entries in await self._xread(block_ms):
             for _, fields in entries:
                 tables[fields.get(b"t") or fields["t"]] = None  # or a client that decodes
-        return [_text(table) for table in tables]
+        return [as_text(table) for table in tables]
 
     async def _xread(self, block_ms: int | None) -> _XReadReply:
         """One read of all followed feeds after their positions, which it advances; sets
@@ -138,7 +135,7 @@ class FeedFollower:
             reply = await self.client.xread(streams, count=self.count, block=wait or None)
         found = [(stream, entries) for stream, entries in cast(_XReadReply, reply or []) if entries]
         for stream, entries in found:
-            self.positions[self._feeds[_text(stream)]] = _text(entries[-1][0])
+            self.positions[self._feeds[as_text(stream)]] = as_text(entries[-1][0])
         self.full = any(len(entries) >= self.count for _, entries in found)
         return found
 
@@ -176,7 +173,7 @@ def _entry(position: str, fields: dict[Any, Any]) -> FeedEntry:
         table, first, last = fields["t"], fields["f"], fields["l"]
     else:
         first, last = fields[b"f"], fields[b"l"]
-    return FeedEntry(position, _text(table), int(first), int(last))
+    return FeedEntry(position, as_text(table), int(first), int(last))
 
 
 async def follow_through_outages(
@@ -293,7 +290,7 @@ async def submit_command(
     """XADD ``command`` for ``seat`` to its table's command stream; return the entry id."""
     fields = command_fields(command, seat, received_ms)
     entry_id = await client.xadd(keys.cmd(keys.shard_of(command.table_id)), fields)
-    return _text(entry_id)
+    return as_text(entry_id)
 
 
 def run_until_signal(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:

@@ -33,6 +33,7 @@ from services.followers.feed import (
 from services.lru import Lru
 from services.serve.gc_tuning import settle_long_lived
 from services.settings import Settings, load_settings
+from services.store.client import as_text
 from services.store.keys import KeySpace
 from services.store.outage import OUTAGE_ERRORS, Outage, connect_when_up, pause
 from services.store.redis_store import RedisEventStore
@@ -312,8 +313,8 @@ class TurnClock:
         :attr:`next_due` to the earliest timer left on its shard."""
         *pairs, first = reply
         if first:
-            self.next_due = min(self.next_due, int(float(_text(first))))
-        return [(_text(pairs[i]), int(pairs[i + 1])) for i in range(0, len(pairs), 2)]
+            self.next_due = min(self.next_due, int(float(as_text(first))))
+        return [(as_text(pairs[i]), int(pairs[i + 1])) for i in range(0, len(pairs), 2)]
 
     async def fire(self, table_id: str, version: int) -> Timeout | None:
         """Send the default action of a timer taken at ``version`` if the table is still there."""
@@ -354,10 +355,6 @@ class TurnClock:
         if now < self.next_due and self.swept_at is not None and now - self.swept_at < sweep_ms:
             return []
         return await self.tick()
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else value
 
 
 async def run_clock(

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
+from services.store.client import as_text
 from services.store.keys import KeySpace
 from services.store.scripts import ReadOnlyScript
 from services.tables.table import Table
@@ -180,7 +181,7 @@ async def page(
     after = "" if cursor is None else decode_cursor(cursor)
     page_script = ReadOnlyScript(redis, PAGE_LUA)  # EVALSHA_RO: the gateway only reads
     reply = await page_script([keys.lobby(status), keys.lobby("rows")], [after, limit + 1])
-    pairs = [(_text(reply[i]), _text(reply[i + 1])) for i in range(0, len(reply), 2)]
+    pairs = [(as_text(reply[i]), as_text(reply[i + 1])) for i in range(0, len(reply), 2)]
     more = len(pairs) > limit
     pairs = pairs[:limit]
     tables = []
@@ -190,7 +191,3 @@ async def page(
             tables.append(json.loads(parts[2]))
     next_cursor = encode_cursor(pairs[-1][0]) if more and pairs else None
     return {"tables": tables, "next_cursor": next_cursor}
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

@@ -30,11 +30,6 @@ PipelineCall = Callable[[Any], Any]
 """Queues one command on a pipeline."""
 
 
-def as_text(value: bytes | str) -> str:
-    """The text of a reply field (bytes from a client with ``decode_responses=False``)."""
-    return value.decode("utf-8") if isinstance(value, bytes) else value
-
-
 class ProjectorCore:
     """A projector's state and the helpers every part of it uses (see :class:`Projector`)."""
 

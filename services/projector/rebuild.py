@@ -6,13 +6,13 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from services.projector.core import as_text
 from services.projector.fetch import ProjectorFetch
 from services.projector.leases import ProjectorLeases
 from services.projector.metrics import APPLIED
 from services.projector.records import ProjectorBusy, RebuildStats, ShardWrite, TableRead
 from services.projector.scripts import LEASE_LOST, WRITTEN
 from services.store.base import StoredEvent
+from services.store.client import as_text
 from services.tables.stored_parts import RETIRED_PARTS, STORED_PARTS, TableFold
 from services.tables.table import FoldError
 

@@ -7,13 +7,13 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from services.projector.core import as_text
 from services.projector.fetch import ProjectorFetch
 from services.projector.leases import ProjectorLeases
 from services.projector.metrics import APPLIED, LAG
 from services.projector.records import RoundStats, ShardWrite, TableRead
 from services.projector.scripts import LEASE_LOST, WRITTEN
 from services.store.base import StoredEvent
+from services.store.client import as_text
 from services.store.stream_watch import xread_split
 from services.tables.stored_parts import PUBLIC, TableFold
 from services.tables.table import FoldError

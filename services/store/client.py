@@ -66,6 +66,11 @@ def _split_name(args: tuple[Any, ...]) -> tuple[Any, ...]:
     return args
 
 
+def as_text(value: bytes | str) -> str:
+    """The text of a reply field (bytes from a client with ``decode_responses=False``)."""
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
 _PACKED: dict[type[AbstractConnection], type[AbstractConnection]] = {}
 
 
