@@ -4,7 +4,6 @@ batch's XACK and hints in one round trip, sent while the next batch is read (Ack
 from __future__ import annotations
 
 import asyncio
-import random
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +14,7 @@ from redis.asyncio.cluster import RedisCluster
 from services.engine_worker.metrics import ACCEPTED, DUPLICATE, REJECTED
 from services.engine_worker.reader import GROUP, Entry, Malformed
 from services.store import compact_json
+from services.store.keys import hint_dropped
 from services.tables.service import BatchResult, CommandResult
 
 
@@ -30,7 +30,7 @@ class HintChannels:
 
     def dropped(self) -> bool:
         """Say whether this hint message is dropped (true for about ``drop`` of them)."""
-        return self.drop > 0 and random.random() < self.drop
+        return hint_dropped(self.drop)
 
 
 def malformed(bad: Malformed, log: Any) -> str | None:

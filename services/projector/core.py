@@ -3,7 +3,6 @@ commands and scripts in one pipeline (EVALSHA, loading the scripts on NOSCRIPT).
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -16,7 +15,7 @@ from services.log import get_logger
 from services.lru import Lru
 from services.projector.records import ShardWrite
 from services.projector.scripts import READ_ONLY, SCRIPT_SHA, SCRIPTS
-from services.store.keys import KeySpace, views_channel
+from services.store.keys import KeySpace, hint_dropped, views_channel
 from services.store.redis_store import READ_CHUNK
 from services.store.stream_watch import StreamWatch
 from services.tables.stored_parts import STORED_PARTS, TableFold
@@ -135,7 +134,7 @@ class ProjectorCore:
     def _write_call(self, w: ShardWrite) -> PipelineCall:
         keys = [self.checkpoint_key(w.shard), self.lease_key(w.shard), *w.views]
         hints = "\n".join(w.hints)  # one message per shard write (docs/services.md)
-        if self.drop_hints and random.random() < self.drop_hints:  # a fault for tests
+        if hint_dropped(self.drop_hints):  # a fault for tests
             hints = ""  # '' publishes nothing
         args: list[Any] = [
             w.expected,

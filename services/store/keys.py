@@ -7,6 +7,7 @@ channel is only a nudge: what it announces is already stored, so a lost hint cos
 
 from __future__ import annotations
 
+import random
 import re
 import zlib
 from dataclasses import dataclass
@@ -86,6 +87,12 @@ def views_channel(namespace: str) -> str:
     engine workers publish the views their appends stored, the projectors the views they
     write, and the gateways listen)."""
     return f"{namespace}:views"
+
+
+def hint_dropped(share: float) -> bool:
+    """Say whether to drop a hint message on purpose, for about ``share`` of them
+    (``Settings.drop_hints``, a fault for tests: every waiter must finish without hints)."""
+    return share > 0 and random.random() < share
 
 
 def _glob_escape(text: str) -> str:
