@@ -311,23 +311,21 @@ class RedisEventStore(EventStore):
             await self._read_from(table_id, from_version, end, out)
         return out
 
-    async def read_many(
-        self, table_ids: Sequence[str], first: int | None = None
-    ) -> dict[str, list[StoredEvent]]:
-        """Whole tables, one script call per table, all in one pipeline; with ``first``, each
-        table's first ``first`` events (one call each)."""
+    async def read_many(self, table_ids: Sequence[str]) -> dict[str, list[StoredEvent]]:
+        """Whole tables, one script call per table, all in one pipeline."""
         if not table_ids:
             return {}
-        chunk = self.read_chunk if first is None else first
         async with self.client.pipeline(transaction=False) as pipe:
             for t in table_ids:
-                await self._read(keys=[self.keys.events(t)], args=["-", "+", chunk], client=pipe)
+                await self._read(
+                    keys=[self.keys.events(t)], args=["-", "+", self.read_chunk], client=pipe
+                )
             replies = await pipe.execute()
         result: dict[str, list[StoredEvent]] = {}
         for t, buf in zip(table_ids, replies, strict=True):
             events: list[StoredEvent] = []
             n, last, _ = decode_packed(t, _b(buf), 1, GENESIS_HASH, events)
-            if first is None and n == chunk:  # a long table: the rest chunk by chunk
+            if n == self.read_chunk:  # a long table: the rest chunk by chunk
                 await self._read_from(t, last + 1, "+", events)
             result[t] = events
         return result
