@@ -213,7 +213,22 @@ def one_topology(args: argparse.Namespace, kind: str, folder: Path) -> dict[str,
                 sys.stderr.write(json.dumps(result["runs"][-1]["commands_per_s"]) + "\n")
         finally:
             stop_serve(serve)
+    result["serve_log_events"] = log_events(folder / f"serve-{kind}.log")
     return result
+
+
+def log_events(log: Path) -> dict[str, int]:
+    """How many times each event was logged by the service (warnings and worse: the runs set
+    ``CONQUIAN_LOG_LEVEL=WARNING``), e.g. ``lease lost``; lines that are not JSON are skipped."""
+    counts: dict[str, int] = {}
+    with contextlib.suppress(OSError), log.open() as lines:
+        for line in lines:
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                event = record.get("event") if isinstance(record, dict) else None
+                if isinstance(event, str):
+                    counts[event] = counts.get(event, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
 def main() -> None:

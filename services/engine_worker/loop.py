@@ -55,6 +55,13 @@ LOBBY_COMMANDS = frozenset({"create_table", "join", "leave_table"})
 too (the table leaves the lobby)."""
 
 
+CHUNK_ENTRIES = 500
+"""The most entries one :meth:`ShardLoop.process` takes from a read.  A read holds up to
+``batch_size`` entries a stream of every owned shard (4,800 for 8 shards of 600); decided at
+once, they held the event loop for seconds on a full machine, the lease renewals waited, and
+the leases ran out under load (``docs/performance.md``, "Leases lost under load")."""
+
+
 class OwnedShard:
     """A shard this worker owns, as the loop keeps it: its lease deadline, its lock, the entries
     in hand and the commands waiting for a retry."""
@@ -135,15 +142,22 @@ class ShardLoop:
         """The reader's handler: one read's entries, of every shard read (see :mod:`.reader`),
         processed together.
 
-        An entry of a shard no longer ours stays pending: its next owner claims it."""
+        The entries go to :meth:`process` in chunks of :data:`CHUNK_ENTRIES`, in read order;
+        an entry of a shard no longer ours stays pending: its next owner claims it."""
         owned = {s.stream: s for s in self.shards.values()}
         batches: dict[OwnedShard, list[RawEntry]] = {}
+        count = 0
         for entry_id, fields, stream in zip(
             raw["message_ids"], raw["data"], raw[STREAMS_FIELD], strict=True
         ):
             shard = owned.get(stream)
-            if shard is not None:
-                batches.setdefault(shard, []).append((entry_id, fields))
+            if shard is None:
+                continue
+            batches.setdefault(shard, []).append((entry_id, fields))
+            count += 1
+            if count == CHUNK_ENTRIES:
+                await self.process(batches)
+                batches, count = {}, 0
         if batches:
             await self.process(batches)
         collect_at_rest()  # the batch's objects are gone: what is young now is what it kept

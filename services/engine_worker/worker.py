@@ -249,7 +249,9 @@ class EngineWorker:
         renewed, sent = await self.leases.renew(renewing)
         valid_until = sent + self.settings.lease_ms / 1000
         for shard, ok in renewed.items():
-            runner = self.runners[shard]
+            runner = self.runners.get(shard)
+            if runner is None:  # retired while the renewal was in flight
+                continue
             if ok:
                 runner.valid_until = valid_until
             else:
@@ -267,6 +269,9 @@ class EngineWorker:
         mine = [s for s in candidates if owners[s] == self.worker_id]  # a previous process's
         free = mine + [s for s in candidates if owners[s] is None]
         taken, sent = await self.leases.acquire(free[:wanted])
+        if taken and self._service is not None:  # what we cached of them may be stale now
+            shard_of, new = self.settings.keys.shard_of, set(taken)
+            self._service.forget(lambda table_id: shard_of(table_id) in new)
         for shard in taken:
             runner = ShardRunner(
                 shard,

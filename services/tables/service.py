@@ -173,6 +173,15 @@ class TableService:
     def _remember(self, table: Table) -> None:
         self._cache.remember(table.table_id, table)
 
+    def forget(self, which: Callable[[str], bool]) -> int:
+        """Drop the cached tables whose id ``which`` picks; return how many.  An engine worker
+        taking a shard forgets the shard's tables: another worker may have appended to them
+        since they were cached, and a stale table costs its first command a conflict."""
+        stale = [table_id for table_id in self._cache if which(table_id)]
+        for table_id in stale:
+            del self._cache[table_id]
+        return len(stale)
+
     # --- executing -----------------------------------------------------------------------------
 
     async def execute(self, command: Command, seat: int | None) -> CommandResult:
@@ -209,6 +218,7 @@ class TableService:
         queues: dict[str, deque[int]] = defaultdict(deque)
         for index, (command, _) in enumerate(items):
             queues[command.table_id].append(index)
+        conflicts: dict[int, int] = {}  # version conflicts so far, by command index
         while queues:
             for table_id in [t for t in queues if not proceed(t)]:
                 del queues[table_id]
@@ -220,7 +230,7 @@ class TableService:
                     del queues[table_id]
             plans = await self._plan_round(items, heads, results, queues)
             if plans:
-                await self._append_round(plans, results, queues, on_append)
+                await self._append_round(plans, results, queues, conflicts, on_append)
         return results
 
     async def _plan_round(
@@ -257,10 +267,15 @@ class TableService:
         plans: list[tuple[int, Plan]],
         results: list[BatchResult],
         queues: dict[str, deque[int]],
+        conflicts: dict[int, int],
         on_append: Callable[[float], None] | None,
     ) -> None:
-        """Append the round's plans in one pipelined call and finish each; a version conflict
-        is executed again alone (:meth:`execute` reloads the table)."""
+        """Append the round's plans in one pipelined call and finish each.  A version conflict
+        (another writer appended to the table since it was cached) forgets the cached table
+        and puts the command back at the head of its table's queue: the next round loads the
+        table with the others missing from the cache, and decides again; after
+        :data:`MAX_CONFLICT_RETRIES` conflicts the command fails ``table/busy``, as in
+        :meth:`execute`."""
         started = time.perf_counter()
         try:
             replies = await self.store.append_many([plan.request for _, plan in plans])
@@ -273,14 +288,21 @@ class TableService:
             if on_append is not None:
                 on_append(time.perf_counter() - started)
         for (index, plan), reply in zip(plans, replies, strict=True):
+            table_id = plan.table.table_id
             try:
                 if isinstance(reply, VersionConflict):
-                    results[index] = await self.execute(plan.command, plan.seat)
+                    self._cache.pop(table_id, None)
+                    conflicts[index] = conflicts.get(index, 0) + 1
+                    if conflicts[index] >= MAX_CONFLICT_RETRIES:
+                        raise TableError(
+                            Code.TABLE_BUSY, f"table {table_id}: too many concurrent writers"
+                        )
+                    queues[table_id].appendleft(index)
                 else:
                     results[index] = self.finish(plan, reply)
             except Exception as exc:  # reported per command, table stops here
                 results[index] = exc
-                queues.pop(plan.table.table_id, None)
+                queues.pop(table_id, None)
 
     async def _attempt(self, table: Table, command: Command, seat: int | None) -> CommandResult:
         plan = self.plan(table, command, seat, self.clock())

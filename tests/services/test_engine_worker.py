@@ -32,7 +32,8 @@ from events.commands import (
 )
 from services.engine_worker import GROUP, EngineWorker
 from services.engine_worker.answers import AcksInFlight, acknowledge
-from services.engine_worker.loop import ShardLoop
+from services.engine_worker.loop import CHUNK_ENTRIES, OwnedShard, ShardLoop
+from services.engine_worker.reader import STREAMS_FIELD
 from services.settings import Settings, load_settings
 from services.store.client import packing_in_c, without_call_timeouts
 from services.store.keys import command_key, results_channel, views_channel
@@ -369,6 +370,86 @@ async def test_commands_of_several_shards_are_read_and_appended_together(
         assert any(len(batch) > 1 for batch in batches), batches
         assert append_rounds() - rounds <= 2  # the creates in at most two pipelined appends
     assert await pending(redis_client, settings) == 0
+
+
+async def test_a_large_read_is_processed_in_chunks_in_read_order() -> None:
+    """A read of many shards' full streams goes to ``process`` a chunk at a time, so that the
+    event loop (and the lease renewals on it) gets a turn between chunks; each shard's entries
+    keep their order, and an entry of a stream no longer ours is left out."""
+    loop = ShardLoop.__new__(ShardLoop)
+    ours = {s: OwnedShard(s, f"cmd{s}", time.monotonic() + 60, None) for s in (0, 1)}
+    loop.shards = ours
+    seen: list[dict[int, list[bytes]]] = []
+
+    async def process(batches: Mapping[OwnedShard, Any], tries: Any = None) -> None:
+        seen.append({shard.shard: [i for i, _ in entries] for shard, entries in batches.items()})
+
+    loop.process = process  # type: ignore[method-assign]
+    streams = ["cmd0", "cmd1", "cmd9"] * 500
+    ids = [f"{n}-0".encode() for n in range(len(streams))]
+    raw = {"message_ids": ids, "data": [{}] * len(ids), STREAMS_FIELD: streams}
+    await loop.handle(raw)
+    assert [sum(map(len, chunk.values())) for chunk in seen] == [CHUNK_ENTRIES, 500]
+    for shard in (0, 1):
+        got = [i for chunk in seen for i in chunk.get(shard, [])]
+        assert got == [i for i, s in zip(ids, streams, strict=True) if s == f"cmd{shard}"]
+
+
+async def test_leases_hold_while_a_read_takes_longer_than_a_lease(
+    redis_client: redis.asyncio.Redis, redis_url: str, redis_ns: str
+) -> None:
+    """A read of 4,000 commands whose deciding takes about three lease periods (0.5 ms of
+    deciding each, 1 s leases): the worker keeps every lease and answers every command.  Before
+    reads went to the loop in chunks, the leases ran out in the middle of such a read."""
+
+    class Slow(TableService):
+        def decide(self, table: Table, command: Command, seat: int | None) -> Decision:
+            time.sleep(0.0005)  # a busy machine: the event loop is held meanwhile
+            return super().decide(table, command, seat)
+
+    settings = make_settings(
+        redis_url, redis_ns, shards=2, lease_ms=1000, batch_size=2000, claim_idle_ms=60_000
+    )
+    store = RedisEventStore(redis_client, settings.keys)
+    tables = [f"L{i}" for i in range(4000)]
+    lost: list[int] = []
+    async with running(settings, service_factory=lambda s: Slow(s)) as worker:
+        await eventually(lambda: len(worker.reading()) == 2)
+        worker.log = Watch(worker.log, lost)
+        async with redis_client.pipeline(transaction=False) as pipe:
+            for table_id in tables:
+                command = opening(table_id)[0].model_dump_json(exclude_none=True)
+                pipe.xadd(settings.keys.cmd(settings.keys.shard_of(table_id)), {"c": command})
+            await pipe.execute()
+        await eventually(lambda: _all_created(store, tables), timeout=20)
+        assert worker.owned == {0, 1}
+    assert lost == []
+
+
+async def _all_created(store: RedisEventStore, tables: list[str]) -> bool:
+    """Every table at version 1 (the last of each shard checked first: cheap while waiting)."""
+    last = {store.keys.shard_of(t): t for t in tables}
+    for table_id in last.values():
+        if (await store.head(table_id)).version != 1:
+            return False
+    heads = await asyncio.gather(*(store.head(t) for t in tables))
+    return all(h.version == 1 for h in heads)
+
+
+class Watch:
+    """A logger wrapper that records the shards of ``lease lost`` warnings."""
+
+    def __init__(self, log: Any, lost: list[int]) -> None:
+        self._log = log
+        self._lost = lost
+
+    def warning(self, event: str, **kw: Any) -> None:
+        if event == "lease lost":
+            self._lost.append(kw["shard"])
+        self._log.warning(event, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._log, name)
 
 
 async def test_the_same_entry_twice_is_applied_once(

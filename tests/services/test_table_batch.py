@@ -10,9 +10,9 @@ import pytest
 from engine.bots import RandomBot
 from events.commands import Command, CreateTable, Join, Resign, Turn
 from events.mapping import to_wire_command
-from services.store import MemoryEventStore, command_key
-from services.tables.decide import Decision
-from services.tables.service import BatchItem, CommandResult, TableService
+from services.store import MemoryEventStore, VersionConflict, command_key
+from services.tables.decide import Decision, TableError
+from services.tables.service import MAX_CONFLICT_RETRIES, BatchItem, CommandResult, TableService
 from services.tables.table import Table
 
 SEED = bytes(range(32))
@@ -117,7 +117,7 @@ async def test_rounds_append_many_tables_per_round_trip() -> None:
     assert len(durations) == 3
 
 
-async def test_conflict_falls_back_to_execute() -> None:
+async def test_a_conflict_reloads_the_table_and_decides_again() -> None:
     store = MemoryEventStore()
     first, second = service(store), service(store)
     for command, seat in opening("T1"):
@@ -127,12 +127,56 @@ async def test_conflict_falls_back_to_execute() -> None:
     assert table.match is not None and table.match.to_act is not None
     seat = table.match.to_act
     await second.execute(Turn(table_id="T1", command_id="turn-by-second"), seat)
-    # first's cache is stale: its planned append conflicts, execute reloads and rejects the turn
+    # first's cache is stale: its planned append conflicts, the next round reloads the table
+    # and rejects the turn
     again = Turn(table_id="T1", command_id="turn-by-first")
     (outcome,) = await first.execute_many([(again, seat)])
     assert isinstance(outcome, CommandResult)
     assert outcome.code == "move/wrong_phase"
     assert (await store.head("T1")).version == table.version + 1  # the turn by second, nothing else
+    assert first.cached("T1") == await second.load("T1")
+
+
+async def test_a_table_that_always_conflicts_is_busy_and_the_others_go_on() -> None:
+    """Each conflict costs a reload and one more round, as ``execute``'s retries do; after
+    ``MAX_CONFLICT_RETRIES`` the command fails ``table/busy`` and its table's later commands
+    are not attempted."""
+
+    class Contended(MemoryEventStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rounds = 0
+
+        async def append_many(self, requests):  # type: ignore[no-untyped-def]
+            self.rounds += 1
+            others = iter(await super().append_many([r for r in requests if r.table_id != "B1"]))
+            return [  # another writer is always one event ahead on B1
+                VersionConflict(r.table_id, r.expected_version, r.expected_version + 1)
+                if r.table_id == "B1"
+                else next(others)
+                for r in requests
+            ]
+
+    store = Contended()
+    svc = service(store)
+    items = interleave([opening("B1"), opening("OK")])
+    results = await svc.execute_many(items)
+    by_id = {c.command_id: r for (c, _), r in zip(items, results, strict=True)}
+    busy = by_id["create-B1"]
+    assert isinstance(busy, TableError) and busy.code == "table/busy"
+    assert by_id["join0-B1"] is None and by_id["join1-B1"] is None  # behind it: not attempted
+    assert all(isinstance(by_id[f"{k}-OK"], CommandResult) for k in ("create", "join0", "join1"))
+    assert store.rounds == MAX_CONFLICT_RETRIES
+
+
+async def test_forget_drops_the_tables_picked() -> None:
+    svc = service()
+    for table_id in ("A1", "A2", "B1"):
+        await svc.execute_many(opening(table_id))
+    assert svc.forget(lambda table_id: table_id.startswith("A")) == 2
+    assert svc.cached("A1") is None and svc.cached("A2") is None
+    assert svc.cached("B1") is not None
+    assert (await svc.load("A1")).version == (await svc.store.head("A1")).version
 
 
 class Exploding(TableService):
