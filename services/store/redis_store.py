@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, cast
 
 from redis.asyncio import Redis
-from redis.exceptions import NoScriptError
 
 from .base import (
     GENESIS_HASH,
@@ -37,7 +36,7 @@ from .codec import (  # noqa: F401  (SEP, encode_body_exact and the helpers: re-
     unpack_body,
 )
 from .keys import KeySpace, check_table_id
-from .scripts import APPEND_LUA, READ_LUA, SEAL_LUA, ReadOnlyScript
+from .scripts import APPEND_LUA, READ_LUA, SEAL_LUA, ReadOnlyScript, evalsha_many
 
 __all__ = [
     "APPEND_LUA",
@@ -243,14 +242,12 @@ class RedisEventStore(EventStore):
     ) -> list[AppendResult | VersionConflict]:
         """All appends in one pipeline (one round trip); each stays atomic on its own.
 
-        The appends go as plain ``EVALSHA``: redis-py's pipeline sends ``SCRIPT EXISTS`` before
-        every pipeline that holds a registered script, a second round trip each time.  Here the
-        script is loaded only when Redis answers NOSCRIPT (a restart, a flush, a failover), and
-        just those appends are sent again (NOSCRIPT means the script did not run).  Any other
-        error fails the whole call.
+        The appends go as plain ``EVALSHA``, the script loaded only when Redis answers NOSCRIPT
+        and just those appends sent again (:func:`~services.store.scripts.evalsha_many`).  Any
+        other error fails the whole call.
         """
         calls = [self.build_call(r) for r in requests]
-        replies = await self._evalsha_all([(keys, args) for keys, args, _ in calls])
+        replies = await evalsha_many(self._script, [(keys, args) for keys, args, _ in calls])
         out: list[AppendResult | VersionConflict] = []
         for r, (_, _, prepared), reply in zip(requests, calls, replies, strict=True):
             try:
@@ -258,31 +255,6 @@ class RedisEventStore(EventStore):
             except VersionConflict as exc:
                 out.append(exc)
         return out
-
-    async def _evalsha_all(self, calls: Sequence[tuple[list[str], list[Any]]]) -> list[Any]:
-        """The append script's replies to ``calls`` (keys, args), in one pipeline, loading the
-        script and sending again only the calls that met NOSCRIPT."""
-        replies: list[Any] = [None] * len(calls)
-        todo = list(range(len(calls)))
-        for attempt in range(2):
-            if not todo:
-                break
-            async with self.client.pipeline(transaction=False) as pipe:
-                for i in todo:
-                    keys, args = calls[i]
-                    pipe.evalsha(self._script.sha, len(keys), *keys, *args)
-                got = await pipe.execute(raise_on_error=False)
-            missing = []
-            for i, reply in zip(todo, got, strict=True):
-                replies[i] = reply
-                if isinstance(reply, NoScriptError) and not attempt:
-                    missing.append(i)
-                elif isinstance(reply, Exception):
-                    raise reply
-            if missing:
-                await self.client.script_load(self._script.script)
-            todo = missing
-        return replies
 
     # -- reads --------------------------------------------------------------------------------
     async def _read_from(
@@ -312,15 +284,12 @@ class RedisEventStore(EventStore):
         return out
 
     async def read_many(self, table_ids: Sequence[str]) -> dict[str, list[StoredEvent]]:
-        """Whole tables, one script call per table, all in one pipeline."""
+        """Whole tables, one script call per table, all in one pipeline (the script loaded
+        where a node answers NOSCRIPT: :func:`~services.store.scripts.evalsha_many`)."""
         if not table_ids:
             return {}
-        async with self.client.pipeline(transaction=False) as pipe:
-            for t in table_ids:
-                await self._read(
-                    keys=[self.keys.events(t)], args=["-", "+", self.read_chunk], client=pipe
-                )
-            replies = await pipe.execute()
+        calls = [([self.keys.events(t)], ["-", "+", self.read_chunk]) for t in table_ids]
+        replies = await evalsha_many(self._read, calls)
         result: dict[str, list[StoredEvent]] = {}
         for t, buf in zip(table_ids, replies, strict=True):
             events: list[StoredEvent] = []

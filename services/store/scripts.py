@@ -1,5 +1,6 @@
-"""The store's Lua scripts: append (from ``append.lua``), read and seal; and
-:class:`ReadOnlyScript`, how a script that writes nothing is run (by ``EVALSHA_RO``)."""
+"""The store's Lua scripts: append (from ``append.lua``), read and seal;
+:class:`ReadOnlyScript`, how a script that writes nothing is run (by ``EVALSHA_RO``); and
+:func:`evalsha_many`, many calls of one script in a pipeline that survives NOSCRIPT."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ __all__ = [
     "READ_LUA",
     "SEAL_LUA",
     "ReadOnlyScript",
+    "evalsha_many",
     "is_read_only",
 ]
 
@@ -32,7 +34,9 @@ class ReadOnlyScript(AsyncScript):
     Redis's ACL asks read *and* write permission on every key an ``EVALSHA`` names, and only
     read permission for ``EVALSHA_RO``: so a user that may only read a table's events (the
     gateway's, ``deploy/redis/users.acl``) can still run the read scripts, and no write script
-    at all (``docs/deploy.md``, "Redis users").  Loaded on NOSCRIPT, as redis-py's scripts are.
+    at all (``docs/deploy.md``, "Redis users").  Loaded on NOSCRIPT, as redis-py's scripts are,
+    except when queued in a cluster pipeline, which leaves NOSCRIPT to its caller: many calls
+    in one pipeline go through :func:`evalsha_many`, which loads it on both.
     """
 
     async def __call__(
@@ -56,6 +60,45 @@ class ReadOnlyScript(AsyncScript):
         except NoScriptError:
             self.sha = await client.script_load(self.script)
             return await client.evalsha_ro(self.sha, len(keys), *argv)
+
+
+async def evalsha_many(
+    script: AsyncScript, calls: Sequence[tuple[list[str], list[Any]]]
+) -> list[Any]:
+    """Return the replies of ``script`` to ``calls`` (keys, args), sent in one pipeline of its
+    client by ``EVALSHA`` (``EVALSHA_RO`` for a :class:`ReadOnlyScript`).
+
+    No ``SCRIPT EXISTS`` goes first (redis-py's plain pipeline sends one before every pipeline
+    that holds a registered script, a second round trip each time; its cluster pipeline sends
+    none and raises NOSCRIPT): the script is loaded only when a call meets NOSCRIPT (a restart,
+    a flush, a failover), and just those calls are sent again (NOSCRIPT means the script did
+    not run).  On a cluster ``SCRIPT LOAD`` goes to every primary, so it reaches the one that
+    lacked the script.  Any other error, or NOSCRIPT again, is raised.
+    """
+    client = script.registered_client
+    read_only = isinstance(script, ReadOnlyScript)
+    replies: list[Any] = [None] * len(calls)
+    todo = list(range(len(calls)))
+    for attempt in range(2):
+        if not todo:
+            break
+        async with client.pipeline(transaction=False) as pipe:
+            send = pipe.evalsha_ro if read_only else pipe.evalsha
+            for i in todo:
+                keys, args = calls[i]
+                send(script.sha, len(keys), *keys, *args)
+            got = await pipe.execute(raise_on_error=False)
+        missing = []
+        for i, reply in zip(todo, got, strict=True):
+            replies[i] = reply
+            if isinstance(reply, NoScriptError) and not attempt:
+                missing.append(i)
+            elif isinstance(reply, Exception):
+                raise reply
+        if missing:
+            await client.script_load(script.script)
+        todo = missing
+    return replies
 
 
 APPEND_LUA: str = resources.files(__package__).joinpath("append.lua").read_text("utf-8")

@@ -20,7 +20,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -204,6 +204,53 @@ async def test_a_feed_follower_on_a_cluster_reads_every_master_and_wakes_on_news
         if follower._watch is not None:
             await follower._watch.close()
         await client.aclose()
+
+
+async def test_the_store_pipelines_load_their_scripts_on_a_master_that_lost_them(
+    shared_cluster: LocalCluster,
+) -> None:
+    """After SCRIPT FLUSH on every master (as after a restart), and then on one alone,
+    read_many and append_many load their script where it is missing and answer as before."""
+    from events.chain import GENESIS_HASH
+    from services.store import AppendRequest, AppendResult
+
+    keys = KeySpace("cc4", shards=16)
+    tables = [f"ns-{n}" for n in range(12)]
+    client = connect(shared_cluster.url)
+    assert isinstance(client, RedisCluster)
+    try:
+        await client.initialize()
+        assert len({_master(client, keys.events(t)) for t in tables}) == 3
+        store = RedisEventStore(client, keys)
+        body = {"type": "table_created", "command_id": "c-create", "time": 1}
+        for t in tables:
+            await store.append(t, 0, GENESIS_HASH, "c-create", [body])
+        before = await store.read_many(tables)
+        assert all(len(events) == 1 for events in before.values())
+        await _flush_scripts(shared_cluster, range(3))
+        assert await store.read_many(tables) == before
+        await _flush_scripts(shared_cluster, [1])  # one master lacks them, the others do not
+        more = [
+            AppendRequest(t, 1, before[t][0].hash, "c-next", [{**body, "type": "noted"}])
+            for t in tables
+        ]
+        appended = await store.append_many(more)
+        assert all(isinstance(r, AppendResult) and r.last_version == 2 for r in appended)
+        await _flush_scripts(shared_cluster, [2])
+        after = await store.read_many(tables)
+        assert {t: events[:1] for t, events in after.items()} == before
+        assert all(len(events) == 2 for events in after.values())
+    finally:
+        await client.aclose()
+
+
+async def _flush_scripts(cluster: LocalCluster, masters: Iterable[int]) -> None:
+    for index in masters:
+        node = redis.asyncio.Redis.from_url(cluster.node_url(index))
+        try:
+            await node.script_flush()
+        finally:
+            await node.aclose()
 
 
 def retrying(method: str, url: str, body: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -14,7 +14,8 @@ from store_helpers import new_command_id, typical_body
 
 from events.chain import GENESIS_HASH, canonical_json, verify_chain
 from services.store import AppendRequest, KeySpace, RedisEventStore, VersionConflict
-from services.store.redis_store import APPEND_LUA, command_record
+from services.store.redis_store import APPEND_LUA, READ_LUA, command_record
+from services.store.scripts import ReadOnlyScript
 
 pytestmark = pytest.mark.redis
 
@@ -161,6 +162,22 @@ async def test_noscript_is_recovered(redis_client: redis.asyncio.Redis, redis_ns
     store._script = redis_client.register_script(APPEND_LUA + f"\n-- {uuid.uuid4()}\n")
     out = await store.append_many([AppendRequest("t2", 0, GENESIS_HASH, "c", [typical_body(0)])])
     assert not isinstance(out[0], VersionConflict) and out[0].last_version == 1
+
+
+async def test_read_many_loads_its_script_on_noscript(
+    redis_client: redis.asyncio.Redis, redis_ns: str
+) -> None:
+    # A read script the server has never seen, as after SCRIPT FLUSH (the shared server's
+    # cache stays as it is): read_many loads it and reads the same events.
+    store = RedisEventStore(redis_client, KeySpace(redis_ns, shards=4))
+    for n, table_id in enumerate(["r1", "r2", "r3"]):
+        await store.append(table_id, 0, GENESIS_HASH, "c1", [typical_body(i) for i in range(n + 1)])
+    before = await store.read_many(["r1", "r2", "r3", "none"])
+    store._read = ReadOnlyScript(redis_client, READ_LUA + f"\n-- {uuid.uuid4()}\n")
+    assert not (await redis_client.script_exists(store._read.sha))[0]
+    assert await store.read_many(["r1", "r2", "r3", "none"]) == before
+    assert [len(before[t]) for t in ("r1", "r2", "r3", "none")] == [1, 2, 3, 0]
+    assert (await redis_client.script_exists(store._read.sha))[0]
 
 
 async def test_rejects_decoding_client(redis_url: str) -> None:
