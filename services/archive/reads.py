@@ -143,11 +143,13 @@ class ArchiveBackedStore(EventStore):
         end = len(archived) if to_version is None else min(to_version, len(archived))
         return archived[from_version - 1 : end]
 
-    async def read_many(self, table_ids: Sequence[str]) -> dict[str, list[StoredEvent]]:
-        found = await self.live.read_many(table_ids)
+    async def read_many(
+        self, table_ids: Sequence[str], first: int | None = None
+    ) -> dict[str, list[StoredEvent]]:
+        found = await self.live.read_many(table_ids, first)
         for t, events in found.items():
             if not events:
-                found[t] = list(self.reader.events(t) or ())
+                found[t] = list(self.reader.events(t) or ())[:first]
         return found
 
     async def read_feed(self, shard: int, after: str = "0-0", count: int = 100) -> list[FeedEntry]:

@@ -214,7 +214,7 @@ class BotsRunner:
         batch = list(tables)
         new = [t for t in batch if t not in self._follow]
         if new:  # their creation, not their whole history: most tables have no bot
-            setups = await table_setups(self.client, self.keys, new)
+            setups = await table_setups(self.service.store, new)
             for table_id in new:
                 setup = setups.get(table_id)
                 self._follow.remember(table_id, setup is None or setup.bots)

@@ -20,9 +20,8 @@ from redis.asyncio.cluster import RedisCluster
 
 from events.commands import Command
 from events.domain import PlayerJoined, TableCreated
-from services.store.base import FeedEntry
+from services.store.base import EventStore, FeedEntry
 from services.store.client import as_text
-from services.store.codec import unpack_body
 from services.store.keys import KeySpace
 from services.store.outage import OUTAGE_ERRORS, Outage
 from services.store.stream_watch import StreamWatch, xread_split
@@ -226,29 +225,25 @@ class Setup:
     """The turn clock, None for none."""
 
 
-async def table_setups(client: Redis, keys: KeySpace, table_ids: Sequence[str]) -> dict[str, Setup]:
+async def table_setups(store: EventStore, table_ids: Sequence[str]) -> dict[str, Setup]:
     """Return the setup of each of ``table_ids`` from the events of its creation: the first
-    :data:`SETUP_EVENTS` of each table, read in one pipeline and not folded.
+    :data:`SETUP_EVENTS` of each table, read at once and not folded.
 
     A table is left out when they do not show its whole creation (no event in Redis: the table
     is archived, or unknown) or it is unusually long: the follower loads that one.
     """
-    async with client.pipeline(transaction=False) as pipe:
-        for table_id in table_ids:
-            pipe.xrange(keys.events(table_id), "1-1", "+", count=SETUP_EVENTS)
-        replies = await pipe.execute()
+    firsts = await store.read_many(table_ids, first=SETUP_EVENTS)
     found: dict[str, Setup] = {}
-    for table_id, entries in zip(table_ids, replies, strict=True):
-        setup = _setup(table_id, cast(list[tuple[bytes, dict[bytes, bytes]]], entries))
+    for table_id, events in firsts.items():
+        setup = _setup([e.body for e in events])
         if setup is not None:
             found[table_id] = setup
     return found
 
 
-def _setup(table_id: str, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> Setup | None:
-    """The setup shown by a table's first events (stream ids ``<version>-1``), if they hold
-    its creation, which is one append: the events that share the first one's command id."""
-    bodies = [unpack_body(table_id, int(e.split(b"-")[0]), f[b"b"]) for e, f in entries]
+def _setup(bodies: list[dict[str, Any]]) -> Setup | None:
+    """The setup shown by a table's first event bodies, if they hold its creation, which is
+    one append: the events that share the first one's command id."""
     if not bodies or bodies[0].get("type") != "table_created":
         return None
     created_by = bodies[0].get("command_id")

@@ -240,7 +240,7 @@ class TurnClock:
         batch = list(tables)
         new = [t for t in batch if t not in self._timed]
         if new:  # their creation, not their whole history: most tables have no clock
-            setups = await table_setups(self.client, self.keys, new)
+            setups = await table_setups(self.service.store, new)
             for table_id in new:
                 setup = setups.get(table_id)
                 self._timed.remember(table_id, setup is None or setup.turn_seconds is not None)

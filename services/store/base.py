@@ -310,9 +310,11 @@ class EventStore(abc.ABC):
     ) -> list[StoredEvent]:
         """Events ``from_version..to_version`` (inclusive; to the end when ``None``)."""
 
-    async def read_many(self, table_ids: Sequence[str]) -> dict[str, list[StoredEvent]]:
-        """Whole tables, many at once."""
-        return {t: await self.read(t) for t in table_ids}
+    async def read_many(
+        self, table_ids: Sequence[str], first: int | None = None
+    ) -> dict[str, list[StoredEvent]]:
+        """Whole tables, many at once; with ``first``, each table's first ``first`` events."""
+        return {t: await self.read(t, 1, first) for t in table_ids}
 
     @abc.abstractmethod
     async def head(self, table_id: str) -> Head:

@@ -283,18 +283,22 @@ class RedisEventStore(EventStore):
             await self._read_from(table_id, from_version, end, out)
         return out
 
-    async def read_many(self, table_ids: Sequence[str]) -> dict[str, list[StoredEvent]]:
+    async def read_many(
+        self, table_ids: Sequence[str], first: int | None = None
+    ) -> dict[str, list[StoredEvent]]:
         """Whole tables, one script call per table, all in one pipeline (the script loaded
-        where a node answers NOSCRIPT: :func:`~services.store.scripts.evalsha_many`)."""
+        where a node answers NOSCRIPT: :func:`~services.store.scripts.evalsha_many`); with
+        ``first``, each table's first ``first`` events (one call each)."""
         if not table_ids:
             return {}
-        calls = [([self.keys.events(t)], ["-", "+", self.read_chunk]) for t in table_ids]
+        chunk = self.read_chunk if first is None else first
+        calls = [([self.keys.events(t)], ["-", "+", chunk]) for t in table_ids]
         replies = await evalsha_many(self._read, calls)
         result: dict[str, list[StoredEvent]] = {}
         for t, buf in zip(table_ids, replies, strict=True):
             events: list[StoredEvent] = []
             n, last, _ = decode_packed(t, _b(buf), 1, GENESIS_HASH, events)
-            if n == self.read_chunk:  # a long table: the rest chunk by chunk
+            if first is None and n == chunk:  # a long table: the rest chunk by chunk
                 await self._read_from(t, last + 1, "+", events)
             result[t] = events
         return result

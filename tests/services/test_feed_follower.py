@@ -141,7 +141,7 @@ async def test_a_setup_comes_from_the_events_of_the_creation_alone(
     assert table.version > SETUP_EVENTS
     join = Join(command_id="join-cid-01", table_id="one-bot", name="Cid")
     assert (await service.execute(join, None)).ok
-    setups = await table_setups(redis_client, keys, [*created, "archived-or-unknown"])
+    setups = await table_setups(service.store, [*created, "archived-or-unknown"])
     assert setups == {
         "plain": Setup(bots=False, turn_seconds=None),
         "timed": Setup(bots=False, turn_seconds=30),

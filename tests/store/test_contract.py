@@ -351,6 +351,8 @@ async def test_append_many_and_read_many(store: EventStore) -> None:
     for t, events in everything.items():
         assert verify_chain(events) is None, t
         assert events == await store.read(t)
+    firsts = await store.read_many(["m0", "m1", "absent"], first=2)
+    assert firsts == {"m0": everything["m0"][:2], "m1": everything["m1"], "absent": []}
 
 
 async def test_concurrent_appends_one_wins(store: EventStore) -> None:
