@@ -144,12 +144,21 @@ class ArchiveBackedStore(EventStore):
         return archived[from_version - 1 : end]
 
     async def read_many(
-        self, table_ids: Sequence[str], first: int | None = None
+        self,
+        table_ids: Sequence[str],
+        first: int | None = None,
+        after: Mapping[str, int] | None = None,
     ) -> dict[str, list[StoredEvent]]:
-        found = await self.live.read_many(table_ids, first)
+        since = after or {}
+        found = await self.live.read_many(table_ids, first, after)
         for t, events in found.items():
             if not events:
-                found[t] = list(self.reader.events(t) or ())[:first]
+                archived = self.reader.events(t) or ()
+                found[t] = [
+                    e
+                    for e in archived
+                    if e.version > since.get(t, 0) and (first is None or e.version <= first)
+                ]
         return found
 
     async def read_feed(self, shard: int, after: str = "0-0", count: int = 100) -> list[FeedEntry]:

@@ -57,9 +57,6 @@ IDLE_LINGER_MS = 100
 """The pause after a batch that made no bot move (tables of people only, or no bot due): a
 bot's first move after such a batch waits at most this much longer (docs/services.md)."""
 
-LOADS_AT_ONCE = 16
-"""Tables of one batch the runner loads and decides at once (each load is three round trips)."""
-
 
 @dataclass(frozen=True)
 class BotCommand:
@@ -221,28 +218,28 @@ class BotsRunner:
         watched = [t for t in batch if self._follow.get(t)]
         if not watched:
             return []
-        slots = asyncio.Semaphore(LOADS_AT_ONCE)
-
-        async def decide_one(table_id: str) -> BotCommand | None:
-            async with slots:
-                return await self.decide(table_id)
-
-        decided = await asyncio.gather(*(decide_one(t) for t in watched))
-        moves = [move for move in decided if move is not None]
+        moves: list[BotCommand] = []
+        for table_id, table in (await self.service.load_many(watched)).items():
+            if isinstance(table, Exception):  # the others go on; the next entry tries again
+                self.log.error("table not loaded", table=table_id, error=repr(table))
+                continue
+            move = self.decide(table)
+            if move is not None:
+                moves.append(move)
         await self.send(moves)
         return moves
 
     async def consider(self, table_id: str) -> BotCommand | None:
         """Load a table and send its bot's command if one is due and not yet sent by this runner."""
-        move = await self.decide(table_id)
+        move = self.decide(await self.service.load(table_id))
         if move is not None:
             await self.send([move])
         return move
 
-    async def decide(self, table_id: str) -> BotCommand | None:
-        """Load a table and return its bot's command if one is due and not yet sent by this
-        runner (a bot that cannot move: the report of its failure)."""
-        table = await self.service.load(table_id)
+    def decide(self, table: Table) -> BotCommand | None:
+        """Return the bot's command at ``table`` if one is due and not yet sent by this runner
+        (a bot that cannot move: the report of its failure)."""
+        table_id = table.table_id
         if table.version > 0 and (not bot_seats(table) or (table.match and table.match.over)):
             self._follow.remember(table_id, False)
             return None

@@ -311,14 +311,24 @@ class EventStore(abc.ABC):
         """Events ``from_version..to_version`` (inclusive; to the end when ``None``)."""
 
     async def read_many(
-        self, table_ids: Sequence[str], first: int | None = None
+        self,
+        table_ids: Sequence[str],
+        first: int | None = None,
+        after: Mapping[str, int] | None = None,
     ) -> dict[str, list[StoredEvent]]:
-        """Whole tables, many at once; with ``first``, each table's first ``first`` events."""
-        return {t: await self.read(t, 1, first) for t in table_ids}
+        """Whole tables, many at once; with ``first``, each table's events up to version
+        ``first``; with ``after``, only the events after the version it gives a table (a cached
+        fold brought up to date)."""
+        since = after or {}
+        return {t: await self.read(t, since.get(t, 0) + 1, first) for t in table_ids}
 
     @abc.abstractmethod
     async def head(self, table_id: str) -> Head:
         """The table's head; ``Head()`` (version 0, genesis) for a table never written."""
+
+    async def heads(self, table_ids: Sequence[str]) -> list[Head]:
+        """The head of each table, in order (:meth:`head` of each, at once where it can)."""
+        return [await self.head(t) for t in table_ids]
 
     async def versions(self, table_ids: Sequence[str]) -> list[int]:
         """The head version of each table (0 for a table never written), in order."""
@@ -340,6 +350,10 @@ class EventStore(abc.ABC):
     @abc.abstractmethod
     async def secrets(self, table_id: str) -> dict[str, str]:
         """The table's secret hash (as written by appends)."""
+
+    async def secrets_many(self, table_ids: Sequence[str]) -> dict[str, dict[str, str]]:
+        """The secret hash of each table (:meth:`secrets` of each, at once where it can)."""
+        return {t: await self.secrets(t) for t in table_ids}
 
     async def seal(self, table_id: str) -> None:
         """Give back the memory a table's storage keeps for more appends; call it after a

@@ -79,6 +79,23 @@ async def command_record(
     return None if raw is None else _b(raw)
 
 
+def _head(reply: list[bytes | None]) -> Head:
+    """A head from its ``HMGET version hash status``."""
+    version, h, status = reply
+    if version is None:
+        return Head()
+    return Head(
+        int(version),
+        h.decode("ascii") if h else GENESIS_HASH,
+        status.decode("utf-8") if status is not None else None,
+    )
+
+
+def _secrets(raw: Mapping[Any, Any]) -> dict[str, str]:
+    """A secret hash from its ``HGETALL``."""
+    return {_b(k).decode("utf-8"): _b(v).decode("utf-8") for k, v in raw.items()}
+
+
 def _finish_time(r: AppendRequest) -> int:
     """When an append that ends a match happens: its last event's ``time`` (ms), else now."""
     when = r.events[-1].get("time") if r.events else None
@@ -284,35 +301,49 @@ class RedisEventStore(EventStore):
         return out
 
     async def read_many(
-        self, table_ids: Sequence[str], first: int | None = None
+        self,
+        table_ids: Sequence[str],
+        first: int | None = None,
+        after: Mapping[str, int] | None = None,
     ) -> dict[str, list[StoredEvent]]:
-        """Whole tables, one script call per table, all in one pipeline (the script loaded
-        where a node answers NOSCRIPT: :func:`~services.store.scripts.evalsha_many`); with
-        ``first``, each table's first ``first`` events (one call each)."""
+        """Tables, one script call per table, all in one pipeline (the script loaded where a
+        node answers NOSCRIPT: :func:`~services.store.scripts.evalsha_many`); with ``first``,
+        each table's events up to version ``first`` (one call each); with ``after``, the events
+        after the version it gives a table (the call reads that event too, for its hash)."""
         if not table_ids:
             return {}
-        chunk = self.read_chunk if first is None else first
-        calls = [([self.keys.events(t)], ["-", "+", chunk]) for t in table_ids]
+        since = after or {}
+        calls: list[tuple[list[str], list[Any]]] = []
+        for t in table_ids:
+            done = since.get(t, 0)
+            if done < 0:
+                raise ValueError(f"after must be >= 0, got {done} for {t!r}")
+            start = "-" if done == 0 else f"{done}-1"
+            end = "+" if first is None else f"{first}-1"
+            calls.append(([self.keys.events(t)], [start, end, self.read_chunk]))
         replies = await evalsha_many(self._read, calls)
         result: dict[str, list[StoredEvent]] = {}
         for t, buf in zip(table_ids, replies, strict=True):
             events: list[StoredEvent] = []
-            n, last, _ = decode_packed(t, _b(buf), 1, GENESIS_HASH, events)
-            if first is None and n == chunk:  # a long table: the rest chunk by chunk
-                await self._read_from(t, last + 1, "+", events)
+            done = since.get(t, 0)
+            prev = GENESIS_HASH if done == 0 else None
+            n, last, _ = decode_packed(t, _b(buf), done + 1, prev, events)
+            if n == self.read_chunk:  # a long table: the rest chunk by chunk
+                await self._read_from(t, last + 1, "+" if first is None else f"{first}-1", events)
             result[t] = events
         return result
 
+    async def heads(self, table_ids: Sequence[str]) -> list[Head]:
+        """The head of each table, one pipeline of ``HMGET``s (per node on a cluster)."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            for table_id in table_ids:
+                pipe.hmget(self.keys.head(table_id), ["version", "hash", "status"])
+            replies = await pipe.execute()
+        return [_head(cast(list[bytes | None], reply)) for reply in replies]
+
     async def head(self, table_id: str) -> Head:
         reply = await self.client.hmget(self.keys.head(table_id), ["version", "hash", "status"])
-        version, h, status = cast(list[bytes | None], reply)
-        if version is None:
-            return Head()
-        return Head(
-            int(version),
-            h.decode("ascii") if h else GENESIS_HASH,
-            status.decode("utf-8") if status is not None else None,
-        )
+        return _head(cast(list[bytes | None], reply))
 
     async def versions(self, table_ids: Sequence[str]) -> list[int]:
         """The head version of each table, one pipeline of ``HGET``s (per node on a cluster)."""
@@ -353,7 +384,15 @@ class RedisEventStore(EventStore):
 
     async def secrets(self, table_id: str) -> dict[str, str]:
         raw = await self.client.hgetall(self.keys.secret(table_id))
-        return {_b(k).decode("utf-8"): _b(v).decode("utf-8") for k, v in raw.items()}
+        return _secrets(raw)
+
+    async def secrets_many(self, table_ids: Sequence[str]) -> dict[str, dict[str, str]]:
+        """The secret hash of each table, one pipeline of ``HGETALL``s."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            for table_id in table_ids:
+                pipe.hgetall(self.keys.secret(table_id))
+            replies = await pipe.execute()
+        return {t: _secrets(raw) for t, raw in zip(table_ids, replies, strict=True)}
 
     async def seal(self, table_id: str) -> None:
         """Rewrite the table's stream with exact-size nodes (DUMP + RESTORE, one script)."""

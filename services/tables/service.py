@@ -38,10 +38,6 @@ from services.tables.table import Table, fold_table
 
 MAX_CONFLICT_RETRIES = 5
 
-LOAD_CONCURRENCY = 4
-"""Tables one service folds from the store at once in ``execute_many`` (each load is three
-round trips; all shards of an engine worker share its connection pool)."""
-
 _log = get_logger("table_service")
 
 
@@ -133,7 +129,6 @@ class TableService:
         self._cache: Lru[str, Table] = Lru(cache_size)
         self._sealing: set[asyncio.Task[None]] = set()
         self._seal_slots = asyncio.Semaphore(SEALS_IN_FLIGHT)
-        self._load_slots = asyncio.Semaphore(LOAD_CONCURRENCY)
 
     # --- loading -------------------------------------------------------------------------------
 
@@ -161,10 +156,47 @@ class TableService:
         self._remember(table)
         return table
 
-    async def _load_few(self, table_id: str) -> Table:
-        """Fold a table, at most :data:`LOAD_CONCURRENCY` at once."""
-        async with self._load_slots:
-            return await self.load(table_id)
+    async def load_many(self, table_ids: Sequence[str]) -> dict[str, Table | Exception]:
+        """Return each table at its latest version, as :meth:`load` would, in three pipelined
+        calls for them all (heads; then the events the cache lacks, and the secrets, of the
+        tables that moved) instead of three round trips a table.
+
+        A table whose events do not fold gets its exception in its place; a store error
+        raises.
+        """
+        tables = list(dict.fromkeys(table_ids))
+        heads = await self.store.heads(tables)
+        out: dict[str, Table | Exception] = {}
+        behind: dict[str, Table | None] = {}  # table id -> the cached fold to go on from
+        for table_id, head in zip(tables, heads, strict=True):
+            cached = self._cache.get(table_id)
+            if cached is not None and cached.version == head.version and cached.hash == head.hash:
+                out[table_id] = cached
+            elif head.version == 0:
+                out[table_id] = Table(table_id)
+            else:
+                older = cached is not None and cached.version < head.version
+                behind[table_id] = cached if older else None
+        if behind:
+            after = {t: 0 if start is None else start.version for t, start in behind.items()}
+            stored, secrets = await asyncio.gather(
+                self.store.read_many(list(behind), after=after),
+                self.store.secrets_many(list(behind)),
+            )
+            for table_id, start in behind.items():
+                try:
+                    out[table_id] = fold_table(
+                        table_id,
+                        ((e.version, e.hash, e.body) for e in stored[table_id]),
+                        secrets[table_id],
+                        start,
+                    )
+                except Exception as exc:  # reported per table: the others fold
+                    out[table_id] = exc
+        for table in out.values():
+            if isinstance(table, Table):
+                self._remember(table)
+        return {t: out[t] for t in tables}
 
     def cached(self, table_id: str) -> Table | None:
         """Return the cached table, if any (the engine worker trusts it while it owns the shard)."""
@@ -208,7 +240,7 @@ class TableService:
         """Execute ``items``, each getting exactly the result :meth:`execute` would give it;
         commands of a table run in input order, one a round, tables side by side.
 
-        Tables not in the cache are loaded at the start of a round, a few at a time.
+        Tables not in the cache are loaded at the start of a round, together (:meth:`load_many`).
         ``proceed(table_id)`` is asked for every table before each round: when it says no, the
         rest of that table is left unattempted (the engine worker stops a shard's tables when it
         loses the shard's lease, and goes on with the others).  ``on_append`` gets the duration
@@ -243,15 +275,17 @@ class TableService:
         """Plan the round's command of each table (index of the command, its plan); a table
         whose load or decision raised gets the exception and stops there."""
         missing = [t for t, _ in heads if self.cached(t) is None]
-        loads = (self._load_few(t) for t in missing)
-        loaded = dict(
-            zip(missing, await asyncio.gather(*loads, return_exceptions=True), strict=True)
-        )
+        loaded: dict[str, Table | Exception] = {}
+        if missing:
+            try:
+                loaded = await self.load_many(missing)
+            except Exception as exc:  # the store failed: every table to load gets it
+                loaded = dict.fromkeys(missing, exc)
         plans: list[tuple[int, Plan]] = []
         now = self.clock()
         for table_id, index in heads:
             try:
-                table = self.cached(table_id) or loaded.get(table_id)
+                table = loaded.get(table_id) or self.cached(table_id)
                 if isinstance(table, BaseException):
                     raise table
                 if table is None:  # evicted from a full cache meanwhile

@@ -12,7 +12,7 @@ import contextlib
 import itertools
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -25,7 +25,6 @@ from events.chain import verify_chain
 from events.commands import Command, CreateTable, Join, NextDeal, parse_command
 from events.mapping import to_wire_command
 from services.followers.bots_runner import (
-    LOADS_AT_ONCE,
     BotsRunner,
     bot_command,
     bot_command_id,
@@ -363,17 +362,17 @@ async def test_tables_without_a_bot_are_never_loaded(
     service = TableService(store)
     runner = BotsRunner(redis_client, settings.keys, service=service)
     loads: list[str] = []
-    load = service.load
+    load_many = service.load_many
 
-    async def counted(table_id: str, **kwargs: Any) -> Table:
-        loads.append(table_id)
-        return await load(table_id, **kwargs)
+    async def counted(table_ids: Sequence[str]) -> dict[str, Table | Exception]:
+        loads.extend(table_ids)
+        return await load_many(table_ids)
 
     humans = CreateTable(command_id="create-0001", table_id="humans")
     with_bot = CreateTable(command_id="create-0002", table_id="botted", bots={1: "greedy"})
     for command in (humans, with_bot):
         assert (await service.execute(command, None)).ok
-    service.load = counted  # type: ignore[method-assign]
+    service.load_many = counted  # type: ignore[method-assign]
     follower = FeedFollower(redis_client, settings.keys, "bots-skip")
     tables = await follower.read_tables(block_ms=0)
     await runner.handle(tables)
@@ -384,10 +383,11 @@ async def test_tables_without_a_bot_are_never_loaded(
 async def test_one_batch_sends_the_moves_of_all_its_bot_tables_once(
     settings: Settings, redis_client: Redis
 ) -> None:
-    """The tables of a batch are loaded a few at a time and their moves sent in one call."""
+    """The tables of a batch are loaded together, in three pipelined calls for them all, and
+    their moves sent in one call."""
     keys = settings.keys
     service = TableService(RedisEventStore(redis_client, keys))
-    ids = [f"batch-{n:02d}" for n in range(LOADS_AT_ONCE + 4)]
+    ids = [f"batch-{n:02d}" for n in range(20)]
     for n, table_id in enumerate(ids):
         bots = {0: "greedy", 1: "random"}
         create = CreateTable(command_id=f"create-{n:04d}", table_id=table_id, bots=bots)

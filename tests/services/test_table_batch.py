@@ -11,6 +11,7 @@ from engine.bots import RandomBot
 from events.commands import Command, CreateTable, Join, Resign, Turn
 from events.mapping import to_wire_command
 from services.store import MemoryEventStore, VersionConflict, command_key
+from services.store.base import StoredEvent
 from services.tables.decide import Decision, TableError
 from services.tables.service import MAX_CONFLICT_RETRIES, BatchItem, CommandResult, TableService
 from services.tables.table import Table
@@ -304,3 +305,52 @@ async def test_a_table_ended_by_execute_is_sealed_once() -> None:
     assert (await svc.execute(resign, 0)).duplicate
     await svc.sealed()
     assert store.sealed == ["S3"]
+
+
+async def test_load_many_gives_what_load_gives_in_three_calls() -> None:
+    """Tables never written, not cached, cached behind, cached current, and one whose events do
+    not fold (its exception in its place): one call each for the heads, the events and the
+    secrets, whatever the number of tables."""
+
+    class Counted(MemoryEventStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: list[str] = []
+
+        async def heads(self, table_ids):  # type: ignore[no-untyped-def]
+            self.calls.append("heads")
+            return await super().heads(table_ids)
+
+        async def read_many(self, table_ids, first=None, after=None):  # type: ignore[no-untyped-def]
+            self.calls.append("read_many")
+            found = await super().read_many(table_ids, first, after)
+            if "bad" in found:  # a stored body no event parses
+                e = found["bad"][0]
+                found["bad"] = [
+                    StoredEvent(e.table_id, e.version, {"type": "nonsense"}, e.hash, e.prev_hash)
+                ]
+            return found
+
+        async def secrets_many(self, table_ids):  # type: ignore[no-untyped-def]
+            self.calls.append("secrets_many")
+            return await super().secrets_many(table_ids)
+
+    store = Counted()
+    writer, reader = service(store), service(store)
+    for table_id in ("cold", "behind", "current", "bad"):
+        await writer.execute_many(opening(table_id))
+    await reader.load("behind")
+    await reader.load("current")
+    await writer.execute_many([(Resign(table_id="behind", command_id="resign-behind"), 0)])
+    current = reader.cached("current")
+    store.calls.clear()
+    loaded = await reader.load_many(["never", "cold", "behind", "current", "bad"])
+    assert store.calls == ["heads", "read_many", "secrets_many"]
+    assert list(loaded) == ["never", "cold", "behind", "current", "bad"]
+    assert isinstance(loaded["bad"], Exception)
+    assert loaded["current"] is current
+    for table_id in ("never", "cold", "behind", "current"):
+        expected = await reader.load(table_id, fresh=True)
+        assert loaded[table_id] == expected, table_id
+        assert reader.cached(table_id) == expected
+    assert loaded["never"] == Table("never")

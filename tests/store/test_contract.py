@@ -353,6 +353,28 @@ async def test_append_many_and_read_many(store: EventStore) -> None:
         assert events == await store.read(t)
     firsts = await store.read_many(["m0", "m1", "absent"], first=2)
     assert firsts == {"m0": everything["m0"][:2], "m1": everything["m1"], "absent": []}
+    # a cached fold brought up to date: only what came after the version it is at
+    later = await store.read_many(["m0", "m1", "m2", "absent"], after={"m0": 1, "m1": 2})
+    assert later == {
+        "m0": everything["m0"][1:],
+        "m1": [],
+        "m2": everything["m2"],
+        "absent": [],
+    }
+    assert await store.read_many(["m0"], first=2, after={"m0": 1}) == {"m0": everything["m0"][1:2]}
+    heads = await store.heads(["m0", "m1", "absent"])
+    assert heads == [await store.head("m0"), await store.head("m1"), await store.head("absent")]
+    assert heads[0].version == 3 and heads[2].version == 0
+
+
+async def test_secrets_many_gives_each_tables_hash(store: EventStore) -> None:
+    await store.append("s1", 0, GENESIS_HASH, "c1", [typical_body(0)], secrets={"seed:1": "ab"})
+    await store.append("s2", 0, GENESIS_HASH, "c2", [typical_body(0)])
+    assert await store.secrets_many(["s1", "s2", "absent"]) == {
+        "s1": {"seed:1": "ab"},
+        "s2": {},
+        "absent": {},
+    }
 
 
 async def test_concurrent_appends_one_wins(store: EventStore) -> None:
