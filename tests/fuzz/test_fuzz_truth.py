@@ -8,9 +8,11 @@ hidden card is no leak where it comes back (an envelope, a lobby row).
 
 from __future__ import annotations
 
+import doctest
 import json
 from typing import Any
 
+import fuzz_truth
 import pytest
 from fuzz_stack import Tables
 from fuzz_truth import Secrets, Truth, card_words, leaks
@@ -158,3 +160,8 @@ def test_a_message_may_quote_the_request_a_card_field_may_not() -> None:
 def test_a_seed_anywhere_is_caught(answer: str) -> None:
     assert leaks(answer, HIDDEN) == [SEED]
     assert leaks(answer, HIDDEN, sent=json.dumps({"command_id": SEED})) == []
+
+
+def test_the_doctests_pass() -> None:
+    failed, tried = doctest.testmod(fuzz_truth)
+    assert failed == 0 and tried >= 8  # leaks and the readers of cards it is made of
