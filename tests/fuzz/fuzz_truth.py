@@ -9,8 +9,9 @@ deal in play.  From that it says
 * where a table stands (:meth:`Truth.marks`): head version and hash, and the length of its
   event stream, so that a rejected request can be shown to have changed nothing.
 
-:func:`leaks` scans an answer for hidden cards and seeds: every card-shaped word of every JSON
-string (keys too), less the words of the request itself (an error message may quote its input).
+:func:`leaks` reads an answer's cards field by field, as the contract puts them (the rules are in
+its docstring): cards in card fields, and any card-shaped text elsewhere, but nothing in the ids
+and names clients choose; a seed anywhere.
 """
 
 from __future__ import annotations
@@ -32,6 +33,22 @@ from services.tables.table import Table, fold_table
 _T = TypeVar("_T")
 CARD_WORD = re.compile(r"(?<![A-Za-z0-9])([A2-7JQK][CDHS])(?![A-Za-z0-9])")
 """A card in canonical notation (``7H``, ``QS``) standing as a word of its own."""
+CARD_RUN = re.compile(r"(?:[A2-7JQK][CDHS])+")
+"""Cards in canonical notation run together, as a meld is written (``AH2H3H``, docs/notation.md)."""
+CARD_FIELDS = frozenset({"card", "cards", "centre", "hand", "table"})
+"""The keys whose values are cards, or lists (of lists) of cards: the events' ``card``, ``cards``,
+``hand`` and ``table`` (melds), the commands' too, the views' ``centre`` and each player's
+``hand`` and ``table`` (docs/schema/*.json, ``engine.views``)."""
+NOTATION_FIELDS = frozenset({"legal_actions"})
+"""The keys whose values are actions in engine notation (``take 2H 3H => AH2H3H``)."""
+CLIENT_TEXT_FIELDS = frozenset(
+    {"command_id", "causation_id", "event_id", "table_id", "next_table_id", "name", "rules"}
+    | {"loc", "token", "next_cursor"}
+)
+"""The keys whose values are texts a client chose, or random text: ids (an event id is
+``<table id>:<version>``), a player's or a rule set's name (a lobby row's ``rules``), the request's
+field names in a rejection's ``details`` (``loc``), seat tokens and lobby cursors (base64, where
+``-7H_`` may turn up).  Their card-like words name no card."""
 _TABLE_ID = re.compile(TABLE_ID_PATTERN)
 
 
@@ -129,22 +146,6 @@ async def _await(coroutine: Awaitable[_T]) -> _T:
     return await coroutine
 
 
-def strings(value: Any) -> Iterable[str]:
-    """Yield every string in a JSON value, keys included (without recursion: a fuzzed value
-    may be nested deeper than Python's stack)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            yield item
-        elif isinstance(item, Mapping):
-            for key, inner in item.items():
-                yield str(key)
-                stack.append(inner)
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-
-
 def card_words(text: str) -> set[str]:
     """Return the cards named as words of their own in ``text``.
 
@@ -168,6 +169,73 @@ def named_cards(text: str) -> set[str]:
     return named
 
 
+def run_cards(text: str) -> set[str]:
+    """Return the cards of the words of ``text`` in canonical notation, alone or run together
+    as a meld is written (docs/notation.md).
+
+    >>> sorted(run_cards("take 2H 3H => AH2H3H, c-4Dx 7HB"))
+    ['2H', '3H', 'AH']
+    """
+    found: set[str] = set()
+    for word in re.findall(r"[A-Za-z0-9]+", text):
+        if CARD_RUN.fullmatch(word):
+            found.update(word[i : i + 2] for i in range(0, len(word), 2))
+    return found
+
+
+def card_shaped(text: str) -> bool:
+    """Say whether every word of ``text`` is a card (in any notation the contract reads) or a
+    meld: a value that stands for cards, whatever its field.
+
+    >>> card_shaped("7h"), card_shaped("QS, AH2H3H"), card_shaped("7H is not in the hand")
+    (True, True, False)
+    """
+    words = re.findall(r"[A-Za-z0-9♣♦♥♠♧♢♡♤]+", text)
+    return bool(words) and all(named_cards(w) or CARD_RUN.fullmatch(w.upper()) for w in words)
+
+
+def fielded(value: Any) -> Iterable[tuple[str, str]]:
+    """Yield every string of a JSON value, keys too, with the field it stands under: the nearest
+    key above it (a list passes its key on); all of a card field stands under that field.
+
+    Without recursion: a fuzzed value may be nested deeper than Python's stack.
+
+    >>> sorted(fielded({"players": [{"hand": ["7H"], "name": "Ana"}]}))
+    [('', 'players'), ('hand', '7H'), ('name', 'Ana'), ('players', 'hand'), ('players', 'name')]
+    """
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, field = stack.pop()
+        if isinstance(item, str):
+            yield field, item
+        elif isinstance(item, Mapping):
+            for key, inner in item.items():
+                yield field, str(key)
+                stack.append((inner, field if field in CARD_FIELDS else str(key)))
+        elif isinstance(item, list | tuple):
+            stack.extend((inner, field) for inner in item)
+
+
+def shown_cards(field: str, text: str, quoted: set[str]) -> set[str]:
+    """Return the cards a string of an answer shows, by the field it stands under:
+
+    * a card field (:data:`CARD_FIELDS`): every card it names, in any notation, even one the
+      request named (no answer hands a request's cards back in a card field);
+    * a notation field (:data:`NOTATION_FIELDS`): every card of its actions;
+    * a client's text (:data:`CLIENT_TEXT_FIELDS`): none;
+    * any other field (a message, a field the contract does not have): all its cards if it is
+      :func:`card_shaped`, else the cards it names less those the request named (``quoted``):
+      a rejection's message may quote its input.
+    """
+    if field in CLIENT_TEXT_FIELDS:
+        return set()
+    if field in CARD_FIELDS or card_shaped(text):
+        return named_cards(text) | run_cards(text.upper())
+    if field in NOTATION_FIELDS:
+        return run_cards(text)
+    return run_cards(text) - quoted
+
+
 def _json_or_none(text: str) -> Any:
     try:
         return json.loads(text)
@@ -175,18 +243,42 @@ def _json_or_none(text: str) -> Any:
         return None
 
 
-def leaks(answer: str | bytes, secrets: Secrets, sent: str = "") -> list[str]:
-    """Return the hidden cards and seeds ``answer`` shows that the request ``sent`` did not.
+def _strings(text: str) -> list[tuple[str, str]]:
+    """The strings of an answer or a request with their fields: those of its JSON, or the text
+    itself, of no field, when it is no JSON."""
+    parsed = _json_or_none(text)
+    return [("", text)] if parsed is None else list(fielded(parsed))
 
-    A JSON answer is scanned string by string (a JSON escape cannot hide a card); any other text
-    as it is.
+
+def leaks(answer: str | bytes, secrets: Secrets, sent: str = "") -> list[str]:
+    """Return the hidden cards, then the seeds, that ``answer`` shows (each sorted).
+
+    A JSON answer is read string by string (a JSON escape cannot hide a card), each string by
+    the field it stands under (:func:`shown_cards`); any other text as one string of no field.
+    A seed is shown wherever it stands, ids and names included, unless the request ``sent``
+    held it.  What is caught, then: a hidden card in a card field (a hand, a meld, the centre,
+    an event's card) or in a legal action, always; in a field the contract does not have
+    (``"stock_top": "7H"``) whenever its value is card-shaped; in prose such as a message,
+    unless the request named that card.  What is not: card-like words of the ids and names
+    that clients choose (a command id ``c-4D-x9`` in an envelope, a player named ``KS`` in a
+    lobby row), which name no card; they come back in answers to other requests than the one
+    that chose them, so quoting cannot account for them.
+
+    >>> hidden = Secrets(frozenset({"4D", "KS"}), frozenset({"5e" * 32}), 1)
+    >>> leaks('{"command_id": "c-4D-x9", "name": "KS", "hand": ["4D"], "peek": "KS"}', hidden)
+    ['4D', 'KS']
+    >>> leaks('{"message": "no 4D in your hand", "table_id": "' + "5e" * 32 + '"}', hidden)
+    ['4D', '5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e']
     """
     if not secrets:
         return []
     text = answer.decode("utf-8", "replace") if isinstance(answer, bytes) else answer
-    parsed = _json_or_none(text)
-    words = text if parsed is None else "\n".join(strings(parsed))
-    quoted = named_cards(sent) | named_cards("\n".join(strings(_json_or_none(sent))))
-    found = sorted((card_words(words) & secrets.cards) - quoted)
-    found += sorted(seed for seed in secrets.seeds if seed in words and seed not in sent)
-    return found
+    quoted: set[str] = set()
+    for _, string in [("", sent), *_strings(sent)]:  # its raw text, and its JSON's unescaped
+        quoted |= named_cards(string) | run_cards(string.upper())
+    cards: set[str] = set()
+    seeds: set[str] = set()
+    for field, string in _strings(text):
+        cards |= shown_cards(field, string, quoted) & secrets.cards
+        seeds |= {seed for seed in secrets.seeds if seed in string and seed not in sent}
+    return sorted(cards) + sorted(seeds)
