@@ -87,6 +87,11 @@ class Plan:
     following: Table | None
 
 
+TURN_SECONDS = 0.02
+"""The longest stretch of deciding in ``execute_many`` before it gives the event loop a turn:
+a round over thousands of tables is seconds of CPU on a busy machine, and the engine worker's
+lease renewals run on the same loop (``docs/performance.md``, "Leases lost under load")."""
+
 SEALS_IN_FLIGHT = 4
 """Seals a table service runs at once.  A batch can end hundreds of tables (a flood of 10,000
 tables ended 774 on one step); one connection a seal took the client's whole pool (redis-py's
@@ -283,7 +288,11 @@ class TableService:
                 loaded = dict.fromkeys(missing, exc)
         plans: list[tuple[int, Plan]] = []
         now = self.clock()
+        turn_at = time.perf_counter() + TURN_SECONDS
         for table_id, index in heads:
+            if time.perf_counter() >= turn_at:  # the loop's other tasks (lease ticks) go on
+                await asyncio.sleep(0)
+                turn_at = time.perf_counter() + TURN_SECONDS
             try:
                 table = loaded.get(table_id) or self.cached(table_id)
                 if isinstance(table, BaseException):

@@ -399,8 +399,9 @@ async def test_leases_hold_while_a_read_takes_longer_than_a_lease(
     redis_client: redis.asyncio.Redis, redis_url: str, redis_ns: str
 ) -> None:
     """A read of 4,000 commands whose deciding takes about three lease periods (0.5 ms of
-    deciding each, 1 s leases): the worker keeps every lease and answers every command.  Before
-    reads went to the loop in chunks, the leases ran out in the middle of such a read."""
+    deciding each, 1 s leases): the worker keeps every lease and answers every command.  When
+    a read was decided in one stretch (no chunks, no turn for the loop between the plans of a
+    round), the leases ran out in the middle of such a read."""
 
     class Slow(TableService):
         def decide(self, table: Table, command: Command, seat: int | None) -> Decision:
