@@ -7,7 +7,9 @@ deterministic command ids and its reports of failed bots: ``docs/services.md`` (
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
+import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -39,13 +41,18 @@ from services.serve.gc_tuning import settle_long_lived
 from services.settings import Settings, load_settings
 from services.store.client import as_text
 from services.store.keys import KeySpace
-from services.store.outage import connect_when_up
+from services.store.outage import OUTAGE_ERRORS, connect_when_up
 from services.store.redis_store import RedisEventStore
 from services.tables.service import TableService
 from services.tables.table import Table
 
 FOLLOWER_NAME = "bots"
 """The name of the runner's feed checkpoints: ``<ns>:{sNN}:ckpt:bots``."""
+
+RESEND_AFTER_S = 5.0
+"""A bot's command not seen applied this long after it was sent is sent again, with the same
+command id (applied at most once): a Redis master killed before its AOF had the command loses
+it, and no feed entry will come for the table again (``docs/services.md``, "Bots")."""
 
 
 LINGER_MS = 10
@@ -185,14 +192,19 @@ class BotsRunner:
         service: TableService | None = None,
         clock: Callable[[], int] = time_ms,
         remember: int = 100_000,
+        resend_after_s: float = RESEND_AFTER_S,
     ) -> None:
         self.client = client
         self.keys = keys
         self.service = service or TableService(RedisEventStore(client, keys))
         self.clock = clock
+        self.resend_after_s = resend_after_s
         self.log: Any = service_log.get_logger("bots_runner")
         self._bots: dict[str, Bot] = {}
         self._sent: Lru[str, int] = Lru(remember)
+        self._awaiting: dict[str, tuple[int, float]] = {}
+        """The tables whose bot command was sent and not yet seen applied: the version it was
+        sent at and when (monotonic), for :meth:`resend_overdue`."""
         self._follow: Lru[str, bool] = Lru(remember)
         """Tables looked at: True where a bot sits (each feed entry loads the table), False
         where no bot will ever act (none sits there: bots sit at creation; or the match is
@@ -223,6 +235,7 @@ class BotsRunner:
             if isinstance(table, Exception):  # the others go on; the next entry tries again
                 self.log.error("table not loaded", table=table_id, error=repr(table))
                 continue
+            self._seen(table)
             move = self.decide(table)
             if move is not None:
                 moves.append(move)
@@ -231,10 +244,51 @@ class BotsRunner:
 
     async def consider(self, table_id: str) -> BotCommand | None:
         """Load a table and send its bot's command if one is due and not yet sent by this runner."""
-        move = self.decide(await self.service.load(table_id))
+        table = await self.service.load(table_id)
+        self._seen(table)
+        move = self.decide(table)
         if move is not None:
             await self.send([move])
         return move
+
+    def _seen(self, table: Table) -> None:
+        """Forget the command awaited at ``table`` once the table has moved past it."""
+        awaited = self._awaiting.get(table.table_id)
+        if awaited is not None and table.version > awaited[0]:
+            del self._awaiting[table.table_id]
+
+    async def resend_overdue(self) -> list[BotCommand]:
+        """Send again the bot commands sent :attr:`resend_after_s` ago or more whose table has
+        not moved since (the same command ids: a command that did arrive is not applied
+        twice), and the command due now at a table that went back to an older version (its
+        last events lost with a master); return what was sent."""
+        now = time.monotonic()
+        due = [t for t, (_, at) in self._awaiting.items() if now - at >= self.resend_after_s]
+        if not due:
+            return []
+        moves: list[BotCommand] = []
+        for table_id, table in (await self.service.load_many(due)).items():
+            if isinstance(table, Exception):  # tried again at the next call
+                continue
+            self._seen(table)
+            if table_id not in self._awaiting:
+                continue  # it moved on: its feed entries bring it back
+            try:
+                move = bot_command(table, self.bot)
+            except BotError as error:
+                move = failure_command(table, error)
+            if move is None:
+                del self._awaiting[table_id]
+                continue
+            moves.append(move)
+        if moves:
+            self.log.warning(
+                "bot commands sent again",
+                tables=len(moves),
+                commands=[m.command.command_id for m in moves[:20]],
+            )
+            await self.send(moves)
+        return moves
 
     def decide(self, table: Table) -> BotCommand | None:
         """Return the bot's command at ``table`` if one is due and not yet sent by this runner
@@ -271,8 +325,10 @@ class BotsRunner:
                 shard = self.keys.shard_of(move.table_id)
                 pipe.xadd(self.keys.cmd(shard), command_fields(move.command, move.seat, received))
             entry_ids = await pipe.execute()
+        sent_at = time.monotonic()
         for move, entry_id in zip(moves, entry_ids, strict=True):
             self._sent.remember(move.table_id, move.version)
+            self._awaiting[move.table_id] = (move.version, sent_at)
             self.log.info(
                 "bot_command",
                 table=move.table_id,
@@ -307,10 +363,29 @@ async def run_bots(
             idle_linger_ms=IDLE_LINGER_MS,
         )
         log.info("bots_runner_started", shards=settings.shards, namespace=settings.namespace)
-        await follow_through_outages(follower, runner.handle, stop, log)
+        resending = asyncio.create_task(_resend_overdue(runner, stop, log), name="resend")
+        try:
+            await follow_through_outages(follower, runner.handle, stop, log)
+        finally:
+            resending.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await resending
     finally:
         await client.aclose()
         log.info("bots_runner_stopped")
+
+
+async def _resend_overdue(runner: BotsRunner, stop: asyncio.Event | None, log: Any) -> None:
+    """Every second, :meth:`BotsRunner.resend_overdue` (a failure is logged, and tried again
+    a second later)."""
+    while stop is None or not stop.is_set():
+        await asyncio.sleep(1.0)
+        try:
+            await runner.resend_overdue()
+        except OUTAGE_ERRORS:
+            pass  # Redis away: the feeds' outage is logged by the follower
+        except Exception:
+            log.exception("resending overdue bot commands failed")
 
 
 def main() -> None:

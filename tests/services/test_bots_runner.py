@@ -407,3 +407,32 @@ async def test_one_batch_sends_the_moves_of_all_its_bot_tables_once(
         seat, command = sent[move.table_id]
         assert seat == 0 and isinstance(command, NextDeal)
         assert command.command_id == bot_command_id(move.version, 0)
+
+
+async def test_a_bot_command_lost_with_a_master_is_sent_again(
+    settings: Settings, redis_client: Redis
+) -> None:
+    """A command that vanished (a master killed before its AOF had it) is sent again with the
+    same command id once it is overdue; once the table moved past it, it is not."""
+    keys = settings.keys
+    service = TableService(RedisEventStore(redis_client, keys))
+    create = CreateTable(
+        command_id="create-lost", table_id="lost-1", bots={0: "greedy", 1: "random"}
+    )
+    assert (await service.execute(create, None)).ok
+    runner = BotsRunner(redis_client, keys, resend_after_s=0.0)
+    later = BotsRunner(redis_client, keys, resend_after_s=60.0)
+    tables = await FeedFollower(redis_client, keys, "lost").read_tables(block_ms=0)
+    (move,) = await runner.handle(tables)
+    assert (await later.handle(tables))[0].command.command_id == move.command.command_id
+    stream = keys.cmd(keys.shard_of("lost-1"))
+    assert await redis_client.delete(stream) == 1  # the master came back without it
+    assert await later.resend_overdue() == []  # not overdue yet
+    (again,) = await runner.resend_overdue()
+    assert again.command.command_id == move.command.command_id and again.version == move.version
+    entries = await redis_client.xrange(stream)
+    assert [parse_command(f[b"c"]).command_id for _, f in entries] == [move.command.command_id]
+    # the engine applies it: the table moves on, and nothing is sent again
+    assert (await service.execute(move.command, move.seat)).ok
+    assert await runner.resend_overdue() == []
+    assert await redis_client.xlen(stream) == 1
