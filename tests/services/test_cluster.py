@@ -287,8 +287,10 @@ def test_bot_tables_on_a_cluster_survive_a_master_killed_and_restarted(
         wait_for_line(serve.stdout, "Conquian is running at", time.monotonic() + 120)
         for i in range(TABLES):
             bots = {"0": "greedy", "1": "random" if i % 2 else "greedy"}
-            tables.append(http("POST", f"{base}/tables", {"bots": bots, "deals": 1})["table_id"])
-        time.sleep(1.0)
+            # three deals a match: bots play a one-deal match out while the others are
+            # created, and the master must go down in the middle of the games
+            tables.append(http("POST", f"{base}/tables", {"bots": bots, "deals": 3})["table_id"])
+        time.sleep(0.5)
         over = [t for t in tables if http("GET", f"{base}/tables/{t}").get("status") == "over"]
         assert len(over) < TABLES // 2, "the master must be killed mid-run"
         cluster.kill(1)
