@@ -177,6 +177,17 @@ def check_append_args(
         raise ValueError(f"invalid command id {command_id!r}")
 
 
+def check_read_many(first: int | None, after: Mapping[str, int] | None) -> Mapping[str, int]:
+    """Validate the arguments of ``EventStore.read_many``; return ``after`` (empty for None)."""
+    if first is not None and first < 1:
+        raise ValueError(f"first must be >= 1, got {first}")
+    since = after or {}
+    for table_id, done in since.items():
+        if done < 0:
+            raise ValueError(f"after must be >= 0, got {done} for {table_id!r}")
+    return since
+
+
 BodyEncoder: TypeAlias = Callable[[dict[str, Any]], tuple[bytes, bytes]]
 """Turns a body into (its canonical JSON, a store's own form of it) in one pass."""
 
@@ -318,8 +329,9 @@ class EventStore(abc.ABC):
     ) -> dict[str, list[StoredEvent]]:
         """Whole tables, many at once; with ``first``, each table's events up to version
         ``first``; with ``after``, only the events after the version it gives a table (a cached
-        fold brought up to date)."""
-        since = after or {}
+        fold brought up to date).  Raises ValueError for ``first`` below 1 or a version in
+        ``after`` below 0."""
+        since = check_read_many(first, after)
         return {t: await self.read(t, since.get(t, 0) + 1, first) for t in table_ids}
 
     @abc.abstractmethod

@@ -23,6 +23,7 @@ from .base import (
     StoredEvent,
     VersionConflict,
     check_append_args,
+    check_read_many,
     prepare_encoded,
 )
 from .codec import (  # noqa: F401  (SEP, encode_body_exact and the helpers: re-exported)
@@ -310,14 +311,12 @@ class RedisEventStore(EventStore):
         node answers NOSCRIPT: :func:`~services.store.scripts.evalsha_many`); with ``first``,
         each table's events up to version ``first`` (one call each); with ``after``, the events
         after the version it gives a table (the call reads that event too, for its hash)."""
+        since = check_read_many(first, after)
         if not table_ids:
             return {}
-        since = after or {}
         calls: list[tuple[list[str], list[Any]]] = []
         for t in table_ids:
             done = since.get(t, 0)
-            if done < 0:
-                raise ValueError(f"after must be >= 0, got {done} for {t!r}")
             start = "-" if done == 0 else f"{done}-1"
             end = "+" if first is None else f"{first}-1"
             calls.append(([self.keys.events(t)], [start, end, self.read_chunk]))

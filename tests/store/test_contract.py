@@ -362,6 +362,9 @@ async def test_append_many_and_read_many(store: EventStore) -> None:
         "absent": [],
     }
     assert await store.read_many(["m0"], first=2, after={"m0": 1}) == {"m0": everything["m0"][1:2]}
+    for bad in ({"first": 0}, {"after": {"m0": -1}}):
+        with pytest.raises(ValueError):
+            await store.read_many(["m0"], **bad)  # type: ignore[arg-type]
     heads = await store.heads(["m0", "m1", "absent"])
     assert heads == [await store.head("m0"), await store.head("m1"), await store.head("absent")]
     assert heads[0].version == 3 and heads[2].version == 0
