@@ -24,6 +24,7 @@ from services.store.base import (
     NewEvent,
     StoredEvent,
     VersionConflict,
+    check_read_many,
 )
 from services.store.redis_store import RedisEventStore
 
@@ -135,8 +136,12 @@ class ArchiveBackedStore(EventStore):
         self, table_id: str, from_version: int = 1, to_version: int | None = None
     ) -> list[StoredEvent]:
         events = await self.live.read(table_id, from_version, to_version)
-        if events:
-            return events
+        return events or self._archived(table_id, from_version, to_version)
+
+    def _archived(
+        self, table_id: str, from_version: int, to_version: int | None
+    ) -> list[StoredEvent]:
+        """Events ``from_version..to_version`` of an archived table ([] for none)."""
         archived = self.reader.events(table_id)
         if archived is None:
             return []
@@ -149,16 +154,11 @@ class ArchiveBackedStore(EventStore):
         first: int | None = None,
         after: Mapping[str, int] | None = None,
     ) -> dict[str, list[StoredEvent]]:
-        since = after or {}
+        since = check_read_many(first, after)
         found = await self.live.read_many(table_ids, first, after)
         for t, events in found.items():
-            if not events:
-                archived = self.reader.events(t) or ()
-                found[t] = [
-                    e
-                    for e in archived
-                    if e.version > since.get(t, 0) and (first is None or e.version <= first)
-                ]
+            if not events:  # an archived table, or nothing after ``after``
+                found[t] = self._archived(t, since.get(t, 0) + 1, first)
         return found
 
     async def read_feed(self, shard: int, after: str = "0-0", count: int = 100) -> list[FeedEntry]:

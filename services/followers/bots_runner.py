@@ -201,10 +201,10 @@ class BotsRunner:
         self.resend_after_s = resend_after_s
         self.log: Any = service_log.get_logger("bots_runner")
         self._bots: dict[str, Bot] = {}
-        self._sent: Lru[str, int] = Lru(remember)
         self._awaiting: dict[str, tuple[int, float]] = {}
         """The tables whose bot command was sent and not yet seen applied: the version it was
-        sent at and when (monotonic), for :meth:`resend_overdue`."""
+        sent at (not sent again from a feed entry at that version) and when (monotonic, for
+        :meth:`resend_overdue`)."""
         self._follow: Lru[str, bool] = Lru(remember)
         """Tables looked at: True where a bot sits (each feed entry loads the table), False
         where no bot will ever act (none sits there: bots sit at creation; or the match is
@@ -273,10 +273,7 @@ class BotsRunner:
             self._seen(table)
             if table_id not in self._awaiting:
                 continue  # it moved on: its feed entries bring it back
-            try:
-                move = bot_command(table, self.bot)
-            except BotError as error:
-                move = failure_command(table, error)
+            move = self._command(table)
             if move is None:
                 del self._awaiting[table_id]
                 continue
@@ -297,14 +294,20 @@ class BotsRunner:
         if table.version > 0 and (not bot_seats(table) or (table.match and table.match.over)):
             self._follow.remember(table_id, False)
             return None
-        if self._sent.get(table_id) == table.version:
+        awaited = self._awaiting.get(table_id)
+        if awaited is not None and awaited[0] == table.version:
             return None
+        return self._command(table)
+
+    def _command(self, table: Table) -> BotCommand | None:
+        """The bot's command due at ``table`` (a bot that cannot move: the report of its
+        failure)."""
         try:
             return bot_command(table, self.bot)
         except BotError as error:  # reported to the table, not only logged
             self.log.error(
                 "bot_failed",
-                table=table_id,
+                table=table.table_id,
                 version=table.version,
                 seat=error.seat,
                 bot=error.bot,
@@ -327,7 +330,6 @@ class BotsRunner:
             entry_ids = await pipe.execute()
         sent_at = time.monotonic()
         for move, entry_id in zip(moves, entry_ids, strict=True):
-            self._sent.remember(move.table_id, move.version)
             self._awaiting[move.table_id] = (move.version, sent_at)
             self.log.info(
                 "bot_command",

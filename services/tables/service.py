@@ -144,37 +144,27 @@ class TableService:
         head alone: with no event there is no stream to read and no secret, since the append
         that writes a table's first events writes its first secrets too.
         """
-        cached = None if fresh else self._cache.get(table_id)
-        head = await self.store.head(table_id)
-        if cached is not None and cached.version == head.version and cached.hash == head.hash:
-            self._remember(cached)
-            return cached
-        if head.version == 0:
-            table = Table(table_id)
-            self._remember(table)
-            return table
-        start = cached if cached is not None and cached.version < head.version else None
-        after = start.version if start else 0
-        stored = await self.store.read(table_id, after + 1)
-        secrets = await self.store.secrets(table_id)
-        table = fold_table(table_id, ((e.version, e.hash, e.body) for e in stored), secrets, start)
-        self._remember(table)
+        table = (await self.load_many([table_id], fresh=fresh))[table_id]
+        if isinstance(table, Exception):
+            raise table
         return table
 
-    async def load_many(self, table_ids: Sequence[str]) -> dict[str, Table | Exception]:
+    async def load_many(
+        self, table_ids: Sequence[str], *, fresh: bool = False
+    ) -> dict[str, Table | Exception]:
         """Return each table at its latest version, as :meth:`load` would, in three pipelined
         calls for them all (heads; then the events the cache lacks, and the secrets, of the
         tables that moved) instead of three round trips a table.
 
         A table whose events do not fold gets its exception in its place; a store error
-        raises.
+        raises.  ``fresh`` folds every table from its first event, whatever the cache holds.
         """
         tables = list(dict.fromkeys(table_ids))
         heads = await self.store.heads(tables)
         out: dict[str, Table | Exception] = {}
         behind: dict[str, Table | None] = {}  # table id -> the cached fold to go on from
         for table_id, head in zip(tables, heads, strict=True):
-            cached = self._cache.get(table_id)
+            cached = None if fresh else self._cache.get(table_id)
             if cached is not None and cached.version == head.version and cached.hash == head.hash:
                 out[table_id] = cached
             elif head.version == 0:
@@ -233,7 +223,7 @@ class TableService:
                 return await self._attempt(table, command, seat)
             except VersionConflict:
                 table = await self.load(command.table_id, fresh=True)
-        raise TableError(Code.TABLE_BUSY, f"table {command.table_id}: too many concurrent writers")
+        raise _busy(command.table_id)
 
     async def execute_many(
         self,
@@ -337,9 +327,7 @@ class TableService:
                     self._cache.pop(table_id, None)
                     conflicts[index] = conflicts.get(index, 0) + 1
                     if conflicts[index] >= MAX_CONFLICT_RETRIES:
-                        raise TableError(
-                            Code.TABLE_BUSY, f"table {table_id}: too many concurrent writers"
-                        )
+                        raise _busy(table_id)
                     queues[table_id].appendleft(index)
                 else:
                     results[index] = self.finish(plan, reply)
@@ -457,6 +445,11 @@ class TableService:
         """Wait until the seals started by :meth:`seal_soon` are done."""
         while self._sealing:
             await asyncio.gather(*self._sealing)
+
+
+def _busy(table_id: str) -> TableError:
+    """The error of a command whose table kept moving under it (:data:`MAX_CONFLICT_RETRIES`)."""
+    return TableError(Code.TABLE_BUSY, f"table {table_id}: too many concurrent writers")
 
 
 def _body(event: TableEvent, command_id: str, now: int) -> dict[str, Any]:
