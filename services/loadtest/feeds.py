@@ -22,6 +22,7 @@ from redis.exceptions import RedisError
 from redis.typing import KeyT, StreamIdT
 
 from services.store.keys import KeySpace, results_channel
+from services.store.stream_watch import master_of, xread_on
 
 
 class FeedReader(Protocol):
@@ -72,10 +73,18 @@ class FeedWatch:
                 await task
 
     async def _follow(self, after: dict[KeyT, StreamIdT]) -> None:
-        """Read the feeds of ``after`` (feed → last entry read) until cancelled."""
+        """Read the feeds of ``after`` (feed → last entry read) until cancelled; on a cluster,
+        ``after`` is one feed, read on its master (:func:`xread_on`)."""
+        cluster = isinstance(self.client, RedisCluster)
         while True:
             try:
-                reply: Any = await self.client.xread(after, count=1000, block=self.block_ms)
+                reply: Any
+                if cluster:
+                    ((feed, start),) = after.items()
+                    node = master_of(self.client, str(feed))
+                    reply = await xread_on(self.client, node, feed, start, 1000, self.block_ms)
+                else:
+                    reply = await self.client.xread(after, count=1000, block=self.block_ms)
             except (RedisError, OSError):
                 await asyncio.sleep(0.5)  # what this gap hides, the polls find
                 continue

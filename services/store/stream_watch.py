@@ -1,6 +1,8 @@
-"""Waiting on many streams of a Redis Cluster: one blocked ``XREAD`` a stream, as a wake-up.
+"""Reading and waiting on many streams of a Redis Cluster: one ``XREAD`` a stream, sent
+straight to the stream's master, and one blocked ``XREAD`` a stream as a wake-up.
 
-A watch only wakes the reader, which reads again itself (``docs/deploy.md``, "Module notes").
+A watch only wakes the reader, which reads again itself; why reads name their master
+(:func:`xread_on`): ``docs/deploy.md``, "Module notes".
 """
 
 from __future__ import annotations
@@ -10,9 +12,58 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any
 
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
-__all__ = ["StreamWatch", "answered", "xread_each", "xread_split"]
+__all__ = [
+    "StreamWatch",
+    "answered",
+    "master_of",
+    "xread_each",
+    "xread_on",
+    "xread_split",
+    "xreadgroup_on",
+]
+
+
+def master_of(client: Any, stream: str) -> Any:
+    """The cluster node that serves ``stream`` as redis-py's slot table has it, or None (not
+    known now: redis-py then routes the command by asking Redis for its keys)."""
+    try:
+        return client.get_node_from_key(stream)
+    except (RedisClusterException, RedisError):
+        return None
+
+
+def _routed(node: Any) -> dict[str, Any]:
+    return {} if node is None else {"target_nodes": node}
+
+
+def xread_on(
+    sender: Any, node: Any, stream: Any, after: Any, count: int, block_ms: int | None = None
+) -> Any:
+    """``XREAD [COUNT] [BLOCK] STREAMS stream after`` on a cluster client or its pipeline, sent
+    to ``node`` (:func:`master_of`); the reply as redis-py's ``xread`` gives it.
+
+    redis-py finds the keys of a command whose keys move (``XREAD``, ``XREADGROUP``) by asking
+    Redis (``COMMAND GETKEYS``): a round trip a command before the command itself, awaited one
+    by one while a pipeline is routed.  Naming the master skips it.  A stale slot table gets
+    ``MOVED``; redis-py then routes the retry by the keys, as before.
+    """
+    block = () if block_ms is None else (b"BLOCK", str(block_ms))
+    return sender.execute_command(
+        "XREAD", b"COUNT", str(count), *block, b"STREAMS", stream, after, **_routed(node)
+    )
+
+
+def xreadgroup_on(
+    sender: Any, node: Any, group: str, consumer: str, stream: Any, count: int | None
+) -> Any:
+    """``XREADGROUP GROUP group consumer [COUNT count] STREAMS stream >``, sent to ``node`` as
+    :func:`xread_on` sends its read."""
+    counted = () if count is None else (b"COUNT", str(count))
+    return sender.execute_command(
+        "XREADGROUP", b"GROUP", group, consumer, *counted, b"STREAMS", stream, ">", **_routed(node)
+    )
 
 
 class StreamWatch:
@@ -56,7 +107,8 @@ class StreamWatch:
 
     async def _watch(self, stream: str, entry_id: str, block_ms: int) -> bool:
         try:
-            reply = await self.client.xread({stream: entry_id}, count=1, block=block_ms)
+            node = master_of(self.client, stream)
+            reply = await xread_on(self.client, node, stream, entry_id, 1, block_ms)
         except RedisError:
             await asyncio.sleep(min(block_ms, 100) / 1000)  # a node away: no busy loop
             raise
@@ -77,7 +129,7 @@ async def xread_each(client: Any, streams: Mapping[str, str], count: int) -> lis
     the replies of the streams that had entries, as one multi-stream ``XREAD`` gives them."""
     async with client.pipeline(transaction=False) as pipe:
         for stream, entry_id in streams.items():
-            pipe.xread({stream: entry_id}, count=count)
+            xread_on(pipe, master_of(client, stream), stream, entry_id, count)
         replies = await pipe.execute(raise_on_error=False)
     return answered(replies)
 

@@ -36,6 +36,13 @@ from services.store.client import connect, is_cluster
 from services.store.keys import KeySpace
 from services.store.redis_store import RedisEventStore
 from services.store.shard_leases import heartbeat, registry_key
+from services.store.stream_watch import (
+    StreamWatch,
+    answered,
+    master_of,
+    xread_each,
+    xreadgroup_on,
+)
 from tests.services.test_serve import ROOT, free_port, http, start_serve, wait_for_line
 
 pytestmark = pytest.mark.redis
@@ -204,6 +211,53 @@ async def test_a_feed_follower_on_a_cluster_reads_every_master_and_wakes_on_news
         if follower._watch is not None:
             await follower._watch.close()
         await client.aclose()
+
+
+async def test_stream_reads_on_a_cluster_go_to_their_master_without_asking_for_keys(
+    shared_cluster: LocalCluster,
+) -> None:
+    """The split reads of every follower, the engine worker and the watch name each stream's
+    master: no master is asked ``COMMAND GETKEYS`` (a round trip a stream, which redis-py
+    pays for ``XREAD`` and ``XREADGROUP`` otherwise), and every entry still comes back."""
+    keys = KeySpace("cc5", shards=16)
+    client = connect(shared_cluster.url, call_timeouts=False)
+    assert isinstance(client, RedisCluster)
+    masters = [redis.asyncio.Redis(port=p) for p in shared_cluster.ports]
+    watch = StreamWatch(client)
+    try:
+        feeds = [keys.feed(s) for s in range(16)]
+        for shard, feed in enumerate(feeds):
+            await client.xadd(feed, {"t": f"t{shard}"})
+            await client.xgroup_create(feed, "g", id="0")
+        for master in masters:
+            await master.config_resetstat()
+        read = answered_tables(await xread_each(client, dict.fromkeys(feeds, "0-0"), 10))
+        async with client.pipeline(transaction=False) as pipe:
+            for feed in feeds:
+                xreadgroup_on(pipe, master_of(client, feed), "g", "c1", feed, 10)
+            grouped = answered_tables(answered(await pipe.execute()))
+        ends = {feed: "$" for feed in feeds}
+
+        async def later() -> None:
+            await asyncio.sleep(0.2)
+            await client.xadd(feeds[5], {"t": "late"})
+
+        woke, _ = await asyncio.gather(watch.wait(ends, 3000), later())
+        got_keys = [
+            (await master.info("commandstats")).get("cmdstat_command|getkeys") for master in masters
+        ]
+        assert read == grouped == sorted(f"t{s}" for s in range(16))
+        assert woke
+        assert got_keys == [None, None, None]
+    finally:
+        await watch.close()
+        for master in masters:
+            await master.aclose()
+        await client.aclose()
+
+
+def answered_tables(replies: list[Any]) -> list[str]:
+    return sorted(fields[b"t"].decode() for _, entries in replies for _, fields in entries)
 
 
 async def test_the_store_pipelines_load_their_scripts_on_a_master_that_lost_them(
