@@ -13,9 +13,7 @@ from collections import deque
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
-from hiredis import pack_command
-from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisError
 
 from services.loadtest.feeds import FeedWatch
 from services.loadtest.links import NoService, TableGivenUp, may_retry, retry_pause
@@ -26,6 +24,7 @@ from services.loadtest.wakeup import Wakeup
 from services.redis_server import redact_url
 from services.store.client import connect
 from services.store.keys import KeySpace
+from services.store.packed import send_packed
 
 if TYPE_CHECKING:
     from services.loadtest.runner import Run
@@ -100,38 +99,12 @@ class StreamsDriver:
         return [loop.play()]
 
     async def execute(self, calls: list[Call]) -> list[Any]:
-        """Send ``calls`` in one pipeline without a transaction; return a reply or an
-        exception a call (every call's, when the connection failed)."""
+        """Send ``calls`` packed (one write, a master each on a cluster: ``send_packed``);
+        return a reply or an exception a call (every call's, when the connection failed)."""
         try:
-            if isinstance(self.client, RedisCluster):  # its pipeline splits the calls by node
-                async with self.client.pipeline(transaction=False) as pipe:
-                    for call in calls:
-                        pipe.execute_command(*call)
-                    replies: list[Any] = await pipe.execute(raise_on_error=False)
-                return replies
-            return await self._packed(calls)
+            return await send_packed(self.client, calls)
         except (RedisError, OSError) as error:
             return [error] * len(calls)
-
-    async def _packed(self, calls: list[Call]) -> list[Any]:
-        """One Redis: the calls packed in one write on a pooled connection, and their replies
-        read back as they come, without redis-py's pipeline (``docs/loadtest.md``)."""
-        pool = self.client.connection_pool
-        connection = await pool.get_connection()  # type: ignore[no-untyped-call]
-        try:
-            await connection.send_packed_command(b"".join(map(pack_command, calls)))
-            replies: list[Any] = []
-            for _ in calls:
-                try:
-                    replies.append(await connection.read_response())
-                except ResponseError as error:  # that call's error; the next reply follows
-                    replies.append(error)
-        except BaseException:  # replies may be left on the socket: drop the connection
-            await connection.disconnect(nowait=True)
-            raise
-        finally:
-            await pool.release(connection)
-        return replies
 
 
 class StreamsPlay:

@@ -8,8 +8,11 @@ from collections.abc import Iterable, Sequence
 from importlib import resources
 from typing import Any
 
+from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
+
+from services.store.packed import send_packed
 
 __all__ = [
     "APPEND_LUA",
@@ -82,12 +85,19 @@ async def evalsha_many(
     for attempt in range(2):
         if not todo:
             break
-        async with client.pipeline(transaction=False) as pipe:
-            send = pipe.evalsha_ro if read_only else pipe.evalsha
-            for i in todo:
-                keys, args = calls[i]
-                send(script.sha, len(keys), *keys, *args)
-            got = await pipe.execute(raise_on_error=False)
+        if isinstance(client, RedisCluster):  # a write a master, no routing a call
+            name = "EVALSHA_RO" if read_only else "EVALSHA"
+            got = await send_packed(
+                client,
+                [(name, script.sha, len(calls[i][0]), *calls[i][0], *calls[i][1]) for i in todo],
+            )
+        else:
+            async with client.pipeline(transaction=False) as pipe:
+                send = pipe.evalsha_ro if read_only else pipe.evalsha
+                for i in todo:
+                    keys, args = calls[i]
+                    send(script.sha, len(keys), *keys, *args)
+                got = await pipe.execute(raise_on_error=False)
         missing = []
         for i, reply in zip(todo, got, strict=True):
             replies[i] = reply

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 import redis.asyncio
+import redis.exceptions
 from redis.asyncio.cluster import RedisCluster
 
 from services.chaos.checks import applied_twice, command_runs, read_views, run_cli
@@ -34,6 +35,7 @@ from services.redis_server.cluster import LocalCluster, slot_ranges
 from services.settings import load_settings
 from services.store.client import connect, is_cluster
 from services.store.keys import KeySpace
+from services.store.packed import send_packed
 from services.store.redis_store import RedisEventStore
 from services.store.shard_leases import heartbeat, registry_key
 from services.store.stream_watch import (
@@ -253,6 +255,37 @@ async def test_stream_reads_on_a_cluster_go_to_their_master_without_asking_for_k
         await watch.close()
         for master in masters:
             await master.aclose()
+        await client.aclose()
+
+
+async def test_packed_calls_go_a_write_a_master_and_what_moved_goes_again(
+    shared_cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``send_packed`` on a cluster: every call answered in its place, error replies in
+    theirs; a call sent to a master that does not hold its slot (a stale slot table) gets
+    MOVED and goes again through redis-py's cluster pipeline."""
+    client = connect(shared_cluster.url, call_timeouts=False)
+    assert isinstance(client, RedisCluster)
+    try:
+        await client.initialize()
+        names = [f"cc6:{i}" for i in range(24)]
+        assert len({_master(client, n) for n in names}) == 3
+        sets = [("SET", n, f"v{i}") for i, n in enumerate(names)]
+        assert await send_packed(client, sets) == [b"OK"] * 24
+        stale = {names[0], names[5], names[9]}
+        nodes = client.get_primaries()
+
+        def wrong_master(cluster: Any, key: Any) -> Any:
+            right = client.get_node_from_key(key)
+            if key not in stale:
+                return right
+            return next(n for n in nodes if n.name != right.name)
+
+        monkeypatch.setattr("services.store.packed.master_of", wrong_master)
+        replies = await send_packed(client, [*[("GET", n) for n in names], ("HGET", names[1], "f")])
+        assert replies[:24] == [f"v{i}".encode() for i in range(24)]
+        assert isinstance(replies[24], redis.exceptions.ResponseError)  # WRONGTYPE, in place
+    finally:
         await client.aclose()
 
 
