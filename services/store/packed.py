@@ -1,6 +1,7 @@
 """Calls sent packed: every call in one write on a pooled connection and Redis's own replies read
 back in order, without redis-py's pipeline; on a Redis Cluster, one such write a master, all at
-once, and what a master did not take sent again through redis-py's cluster pipeline.
+once.  What was not taken (a lost connection; on a cluster also a slot moved) goes again
+through redis-py's pipeline, which retries and follows redirects as its client is configured.
 
 Why, with the figures: ``docs/performance.md`` ("Reads and pipelines on a cluster").
 """
@@ -64,19 +65,22 @@ async def exchange(connection: Any, calls: Sequence[Call]) -> list[Any]:
 
 
 async def send_packed(client: Any, calls: Sequence[Call]) -> list[Any]:
-    """The reply, or the error reply, of each call: on one Redis by :func:`exchange` on a
-    pooled connection (a lost connection raises); on a cluster, one :func:`exchange` a master
-    (at once, as its slot table routes :func:`key_of` each call), then every call a master did
-    not take (:data:`NOT_TAKEN`) or that had no known master again by redis-py's cluster
-    pipeline, which follows redirects and learns the new slot table.  Replies are Redis's own,
-    without redis-py's response callbacks."""
+    """The reply, or the error reply, of each call.
+
+    On one Redis one :func:`exchange` on a pooled connection; on a cluster one a master, at
+    once, as redis-py's slot table routes :func:`key_of` each call.  The calls of a lost
+    connection, and on a cluster those a master did not take (:data:`NOT_TAKEN`) or with no
+    known master, go again through redis-py's pipeline: it retries, follows redirects and
+    learns the new slot table, and raises what it cannot overcome.  A call sent again may
+    have run once already (its reply was lost): the services send again only what is
+    idempotent (appends carry a command id; reads).  Replies are Redis's own, without
+    redis-py's response callbacks.
+    """
     if not isinstance(client, RedisCluster):
-        pool = client.connection_pool
-        connection = await pool.get_connection()
         try:
-            return await exchange(connection, calls)
-        finally:
-            await pool.release(connection)
+            return await _on_pool(client.connection_pool, calls)
+        except (ConnectionError, TimeoutError, OSError):
+            return await _pipelined(client, calls)
     replies: list[Any] = [None] * len(calls)
     by_node: dict[str, tuple[ClusterNode, list[int]]] = {}
     again: list[int] = []
@@ -103,12 +107,27 @@ async def send_packed(client: Any, calls: Sequence[Call]) -> list[Any]:
             else:
                 replies[i] = reply
     if again:
-        async with client.pipeline(transaction=False) as pipe:
-            for i in again:
-                pipe.execute_command(*calls[i])
-            for i, reply in zip(again, await pipe.execute(raise_on_error=False), strict=True):
-                replies[i] = reply
+        for i, reply in zip(
+            again, await _pipelined(client, [calls[i] for i in again]), strict=True
+        ):
+            replies[i] = reply
     return replies
+
+
+async def _pipelined(client: Any, calls: Sequence[Call]) -> list[Any]:
+    async with client.pipeline(transaction=False) as pipe:
+        for call in calls:
+            pipe.execute_command(*call)
+        replies: list[Any] = await pipe.execute(raise_on_error=False)
+    return replies
+
+
+async def _on_pool(pool: Any, calls: Sequence[Call]) -> list[Any]:
+    connection = await pool.get_connection()
+    try:
+        return await exchange(connection, calls)
+    finally:
+        await pool.release(connection)
 
 
 async def _on_node(node: ClusterNode, calls: list[Call]) -> list[Any]:

@@ -8,7 +8,6 @@ from collections.abc import Iterable, Sequence
 from importlib import resources
 from typing import Any
 
-from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
@@ -68,8 +67,9 @@ class ReadOnlyScript(AsyncScript):
 async def evalsha_many(
     script: AsyncScript, calls: Sequence[tuple[list[str], list[Any]]]
 ) -> list[Any]:
-    """Return the replies of ``script`` to ``calls`` (keys, args), sent in one pipeline of its
-    client by ``EVALSHA`` (``EVALSHA_RO`` for a :class:`ReadOnlyScript`).
+    """Return the replies of ``script`` to ``calls`` (keys, args), sent packed in one write (a
+    write a master on a cluster: :func:`~services.store.packed.send_packed`) by ``EVALSHA``
+    (``EVALSHA_RO`` for a :class:`ReadOnlyScript`).
 
     No ``SCRIPT EXISTS`` goes first (redis-py's plain pipeline sends one before every pipeline
     that holds a registered script, a second round trip each time; its cluster pipeline sends
@@ -85,19 +85,10 @@ async def evalsha_many(
     for attempt in range(2):
         if not todo:
             break
-        if isinstance(client, RedisCluster):  # a write a master, no routing a call
-            name = "EVALSHA_RO" if read_only else "EVALSHA"
-            got = await send_packed(
-                client,
-                [(name, script.sha, len(calls[i][0]), *calls[i][0], *calls[i][1]) for i in todo],
-            )
-        else:
-            async with client.pipeline(transaction=False) as pipe:
-                send = pipe.evalsha_ro if read_only else pipe.evalsha
-                for i in todo:
-                    keys, args = calls[i]
-                    send(script.sha, len(keys), *keys, *args)
-                got = await pipe.execute(raise_on_error=False)
+        name = "EVALSHA_RO" if read_only else "EVALSHA"
+        got = await send_packed(
+            client, [(name, script.sha, len(calls[i][0]), *calls[i][0], *calls[i][1]) for i in todo]
+        )
         missing = []
         for i, reply in zip(todo, got, strict=True):
             replies[i] = reply
