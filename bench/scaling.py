@@ -37,12 +37,13 @@ NAMESPACE = "scale"
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process (0 once it is gone)."""
+    """User + system CPU seconds of a process and of the children it waited for, such as
+    Redis's AOF rewrites (0 once it is gone)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / TICKS
+    return sum(int(f) for f in fields[11:15]) / TICKS
 
 
 def children(pid: int) -> list[int]:
