@@ -124,11 +124,11 @@ class Code(StrEnum):
         "view/too_slow", 503, 4008,
         "the socket fell too far behind its messages (reconnect with `after`)")
     STORE_UNAVAILABLE = (
-        "store/unavailable", 503, None,
-        "Redis does not answer (down, loading its AOF, failing over): send the request again "
-        "(`Retry-After: 1`)")
+        "store/unavailable", 503, 4503,
+        "Redis does not answer (down, loading its AOF, failing over), or the gateway's "
+        "connections to it are all out: send the request again (`Retry-After: 1`)")
     STORE_REFUSED = (
-        "store/refused", 500, None,
+        "store/refused", 500, 4500,
         "Redis refused the gateway's own request (its Redis user lacks a permission: a "
         "deployment's mistake, logged as `redis_refused`; `docs/deploy.md`, \"Redis users\")")
     STORE_ERROR = ("store/error", 422, None, "the event store cannot take the write")
@@ -155,6 +155,10 @@ class Code(StrEnum):
         "http/method_not_allowed", 405, None, "the route takes no such method")
     HTTP_ERROR = (
         "http/error", 400, None, "another HTTP error of the framework, with its own status")
+    GATEWAY_ERROR = (
+        "gateway/error", 500, 4500,
+        "a fault of the gateway itself, logged as `ws_failed`: the socket closes (reconnect "
+        "with `after`)")
     # --- the rules (engine.errors) ------------------------------------------------------------
     ENGINE_ERROR = ("engine/error", 409, None, "the rules engine refuses the command")
     NOTATION_INVALID = (

@@ -21,7 +21,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from engine.codes import Code, CodedError, status_of
 
-__all__ = ["UNAVAILABLE", "ApiError", "from_contract", "install", "status_of"]
+__all__ = [
+    "STORE_ERRORS",
+    "UNAVAILABLE",
+    "ApiError",
+    "from_contract",
+    "install",
+    "status_of",
+    "store_error",
+]
 
 UNAVAILABLE: tuple[type[Exception], ...] = (
     RedisConnectionError,
@@ -30,7 +38,32 @@ UNAVAILABLE: tuple[type[Exception], ...] = (
     ClusterDownError,
     TryAgainError,
 )
-"""What Redis raises while it is away, loading its AOF or failing over: ``store/unavailable``."""
+"""What Redis raises while it is away, loading its AOF or failing over, or while every
+connection of the pool is out: ``store/unavailable``."""
+STORE_ERRORS: tuple[type[Exception], ...] = (*UNAVAILABLE, NoPermissionError)
+"""The store's failures that :func:`store_error` answers."""
+
+
+def store_error(exc: Exception) -> ApiError:
+    """The answer to a store failure (one of :data:`STORE_ERRORS`), on HTTP and on the
+    WebSocket alike: ``store/unavailable`` (``Retry-After: 1``) for an outage,
+    ``store/refused`` for a permission the gateway's Redis user lacks (a deployment's mistake,
+    logged as ``redis_refused``)."""
+    if isinstance(exc, NoPermissionError):
+        from services.log import get_logger
+
+        get_logger("gateway").error("redis_refused", error=str(exc))
+        return ApiError(
+            Code.STORE_REFUSED,
+            "Redis refused the gateway this request: its Redis user lacks a permission "
+            "(deploy/redis/users.acl, docs/deploy.md)",
+        )
+    return ApiError(
+        Code.STORE_UNAVAILABLE,
+        f"Redis does not answer now ({type(exc).__name__}); send the request again",
+        headers={"Retry-After": "1"},
+        extra={"retry_after": 1},
+    )
 
 
 class ApiError(CodedError):
@@ -114,26 +147,11 @@ def install(app: FastAPI) -> None:
             code, str(exc.detail), status=exc.status_code, headers=exc.headers
         ).response()
 
-    async def store_unavailable(_: Request, exc: Exception) -> JSONResponse:
-        return ApiError(
-            Code.STORE_UNAVAILABLE,
-            f"Redis does not answer now ({type(exc).__name__}); send the request again",
-            headers={"Retry-After": "1"},
-        ).response()
-
-    async def store_refused(_: Request, exc: Exception) -> JSONResponse:
-        from services.log import get_logger
-
-        get_logger("gateway").error("redis_refused", error=str(exc))
-        return ApiError(
-            Code.STORE_REFUSED,
-            "Redis refused the gateway this request: its Redis user lacks a permission "
-            "(deploy/redis/users.acl, docs/deploy.md)",
-        ).response()
+    async def store_failed(_: Request, exc: Exception) -> JSONResponse:
+        return store_error(exc).response()
 
     app.add_exception_handler(ApiError, api_error)
-    app.add_exception_handler(NoPermissionError, store_refused)  # a deployment's ACL, not input
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
-    for unavailable in UNAVAILABLE:  # an outage: 503 in the one shape, not a plain-text 500
-        app.add_exception_handler(unavailable, store_unavailable)
+    for failure in STORE_ERRORS:  # an outage, a refusal: in the one shape, not a plain-text 500
+        app.add_exception_handler(failure, store_failed)

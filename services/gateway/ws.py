@@ -17,7 +17,7 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from engine.codes import Code, close_of
 from services.gateway import metrics
 from services.gateway.admission import bearer, check_table_id, client_address, version_param
-from services.gateway.errors import ApiError
+from services.gateway.errors import STORE_ERRORS, ApiError, store_error
 from services.gateway.live import Connection
 from services.gateway.state import Gateway, gateway_of
 
@@ -25,6 +25,8 @@ router = APIRouter()
 
 CLOSE_NOT_FOUND = close_of(Code.TABLE_NOT_FOUND, 4404)
 """The close code of a refusal to open the socket whose code has no close code of its own."""
+CLOSE_INTERNAL = close_of(Code.GATEWAY_ERROR, 4500)
+"""The close code of a socket the gateway cannot serve (a store refusal, a fault of its own)."""
 
 
 @router.websocket("/tables/{table_id}/ws")
@@ -46,17 +48,27 @@ async def table_socket(
         if head.version == 0:
             raise ApiError(Code.TABLE_NOT_FOUND, f"no table {table_id!r}")
         seat = await gateway.admission.viewer_seat(table_id, token)
+        connection = Connection(seat)
+        room = await gateway.rooms.enter(table_id, connection, resume)
     except ApiError as error:
         await _refuse(websocket, error, close_of(error.code, CLOSE_NOT_FOUND))
         return
-    connection = Connection(seat)
-    room = await gateway.rooms.enter(table_id, connection, resume)
+    except STORE_ERRORS as failure:  # Redis away, or every connection out: try again later
+        refusal = store_error(failure)
+        await _refuse(websocket, refusal, close_of(refusal.code, CLOSE_INTERNAL))
+        return
     log = gateway.log.bind(table=table_id, seat=seat)
     log.info("ws_open", after=resume)
     writer = asyncio.create_task(_write(websocket, connection))
     reader = asyncio.create_task(_read(websocket, gateway, table_id, token, seat, connection))
     try:
-        await asyncio.wait({writer, reader}, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait({writer, reader}, return_when=asyncio.FIRST_COMPLETED)
+        failed = [t.exception() for t in done if not t.cancelled() and t.exception() is not None]
+        if failed and not isinstance(failed[0], WebSocketDisconnect):
+            # a fault of this gateway: said and logged, not a connection dropped unannounced
+            log.error("ws_failed", error=repr(failed[0]))
+            fault = ApiError(Code.GATEWAY_ERROR, "the gateway failed this socket: reconnect")
+            await _refuse(websocket, fault, CLOSE_INTERNAL)
     finally:
         for task in (writer, reader):
             task.cancel()
@@ -131,10 +143,16 @@ async def _answer(
         data = gateway.admission.socket_message(raw)
         command_id = data.get("command_id")
         command = await gateway.admission.socket_command(table_id, token, seat, data, address)
+        answer = await gateway.intake.submit(command, seat)
     except ApiError as error:
-        reply = {"kind": "result", **error.body(), "table_id": table_id}
-        if isinstance(command_id, str) and _is_text(command_id):
-            reply["command_id"] = command_id
-        return reply
-    answer = await gateway.intake.submit(command, seat)
+        return _refused(error, table_id, command_id)
+    except STORE_ERRORS as failure:  # as HTTP answers it: store/unavailable, and the socket stays
+        return _refused(store_error(failure), table_id, command_id)
     return {"kind": "result", **answer.body(command)}
+
+
+def _refused(error: ApiError, table_id: str, command_id: Any) -> dict[str, Any]:
+    reply = {"kind": "result", **error.body(), "table_id": table_id}
+    if isinstance(command_id, str) and _is_text(command_id):
+        reply["command_id"] = command_id
+    return reply

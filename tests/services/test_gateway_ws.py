@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from redis.asyncio import Redis
+from redis.exceptions import ConnectionError, MaxConnectionsError
 
 from services.settings import Settings, load_settings
 from tests.services.gateway_stack import Listener, Seat, Stack, refuser, wire_command
@@ -282,3 +283,65 @@ async def test_a_socket_command_after_its_seat_was_given_up_is_refused(stack: St
     # the seat's new token acts
     mine = await _answer(gateway, "stale", bo.token, 0, raw, "127.0.0.1")
     assert mine["code"] != "seat/bad_token", mine
+
+
+async def test_a_store_failure_answers_the_command_and_keeps_the_socket(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every connection to Redis out (a saturated gateway on a cluster met it), or Redis away:
+    the command's result says ``store/unavailable`` with ``retry_after``, as HTTP's 503 does,
+    and the socket stays open; the same command sent again is applied."""
+    ana, bo = await seated(stack, "outage")
+    seat = ana if (await ana.view(bo.version))["legal_actions"] else bo
+    intake = stack.app.state.gateway.intake
+    submit = intake.submit
+    failures = [MaxConnectionsError("too many connections"), ConnectionError("Redis away")]
+
+    async def failing(*args: Any, **kwargs: Any) -> Any:
+        if failures:
+            raise failures.pop(0)
+        return await submit(*args, **kwargs)
+
+    monkeypatch.setattr(intake, "submit", failing)
+    async with Listener(url(stack, "outage", seat.token)) as socket:
+        command = wire_command("turn", "outage", "ws-outage-0001", bo.version)
+        for _ in range(2):
+            refused = await socket.command(command)
+            assert refused["ok"] is False and refused["code"] == "store/unavailable", refused
+            assert refused["retry_after"] == 1 and refused["command_id"] == "ws-outage-0001"
+        applied = await socket.command(command)
+        assert applied["ok"] is True and applied["version"] > bo.version
+        assert socket.close_code is None
+
+
+async def test_sockets_the_gateway_cannot_serve_close_with_a_code(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis away while a socket opens: ``store/unavailable`` and 4503 (try again later); a
+    fault of the gateway while serving one: ``gateway/error`` and 4500, not a connection
+    dropped without a close frame (1006)."""
+    ana, _ = await seated(stack, "faults")
+    gateway = stack.app.state.gateway
+    head = gateway.store.head
+
+    async def away(table_id: str) -> Any:
+        raise ConnectionError("Redis away")
+
+    monkeypatch.setattr(gateway.store, "head", away)
+    async with Listener(url(stack, "faults", ana.token)) as socket:
+        error = await socket.wait_for(lambda m: m["kind"] == "error")
+        assert error["code"] == "store/unavailable"
+        assert await socket.wait_closed() == 4503
+    monkeypatch.setattr(gateway.store, "head", head)
+
+    async def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(gateway.intake, "submit", broken)
+    async with Listener(url(stack, "faults", ana.token)) as socket:
+        start = len(socket.messages)
+        fault = wire_command("turn", "faults", "ws-fault-0001", 2)
+        await socket.send({"kind": "command", "command": fault.model_dump(mode="json")})
+        error = await socket.wait_for(lambda m: m["kind"] == "error", start=start)
+        assert error["code"] == "gateway/error"
+        assert await socket.wait_closed() == 4500
