@@ -136,6 +136,12 @@ POOL_SIZE = 512
 creates and joins, and an engine worker's seals took the connection of its acknowledgement."""
 POOL_WAIT_S = 20.0
 """How long a call waits for one of a full pool's connections before it fails."""
+NODE_POOL_SIZE = 2048
+"""Connections a cluster client opens at most to each master. redis-py's cluster nodes do not
+wait for a connection as one Redis's pool does: a call that finds them all out fails at once
+with ``MaxConnectionsError`` (``store/unavailable``). A gateway saturated by 2,000 sockets on
+three masters had 512 out at once and failed 29–53 of 1,000 tables' commands
+(``docs/performance.md``, "Reads and pipelines on a cluster")."""
 
 _CLUSTER_MODE: dict[str, bool] = {}
 
@@ -177,12 +183,13 @@ def connect(
     options.setdefault("decode_responses", False)
     if not call_timeouts:
         options = {**without_call_timeouts(url), **options}
-    options.setdefault("max_connections", POOL_SIZE)
     sentinel = parse_sentinel_url(url)
+    if sentinel is None and (is_cluster(url) if cluster is None else cluster):
+        options.setdefault("max_connections", NODE_POOL_SIZE)
+        return cast(redis.asyncio.Redis, _cluster_client(url, options))
+    options.setdefault("max_connections", POOL_SIZE)
     if sentinel is not None:
         client = sentinel.client(**options)
-    elif is_cluster(url) if cluster is None else cluster:
-        return cast(redis.asyncio.Redis, _cluster_client(url, options))
     else:  # a call waits for a connection when all are out, where redis-py 8's pool raises
         client = redis.asyncio.Redis.from_pool(
             BlockingConnectionPool.from_url(url, timeout=POOL_WAIT_S, **options)
