@@ -25,6 +25,7 @@ from services.gateway import docs_pages, errors, lobby_routes, metrics, routes, 
 from services.gateway.body_limit import BodyLimit
 from services.gateway.messages import CreateTableRequest, JoinRequest
 from services.gateway.state import open_gateway
+from services.log import configure
 from services.settings import Settings, load_settings
 
 TITLE = "Conquian gateway"
@@ -85,8 +86,11 @@ class RequestMetrics:
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    """Return the gateway app for ``settings`` (default: from the environment)."""
-    settings = settings or load_settings()
+    """Return the gateway app for ``settings``; without them (uvicorn's ``--factory``, as
+    ``conquian serve`` starts it), the settings and the log level come from the environment."""
+    if settings is None:
+        settings = load_settings()
+        configure(settings.log_level)  # before any logger is used: they keep their first level
     redact_server_logs()
 
     @asynccontextmanager

@@ -55,9 +55,10 @@ def start_serve(
 
 
 def test_serve_runs_every_service_plays_a_bot_table_and_stops_on_ctrl_c(
-    redis_url: str, redis_ns: str
+    redis_url: str, redis_ns: str, tmp_path: Path
 ) -> None:
     port = free_port()
+    log = tmp_path / "serve.log"
     env = {
         **os.environ,
         "REDIS_URL": redis_url,
@@ -65,7 +66,8 @@ def test_serve_runs_every_service_plays_a_bot_table_and_stops_on_ctrl_c(
         "CONQUIAN_SHARDS": "4",
         "CONQUIAN_LOG_LEVEL": "WARNING",
     }
-    serve = start_serve(env, port, stderr=subprocess.DEVNULL)
+    with log.open("w") as errors:
+        serve = start_serve(env, port, stderr=errors.fileno())
     try:
         banner = wait_for_line(serve.stdout, "Conquian is running at", time.monotonic() + 120)
         base = f"http://127.0.0.1:{port}"
@@ -87,6 +89,9 @@ def test_serve_runs_every_service_plays_a_bot_table_and_stops_on_ctrl_c(
         if serve.poll() is None:
             os.killpg(serve.pid, signal.SIGKILL)
             serve.wait()
+    # CONQUIAN_LOG_LEVEL reaches every service, the gateway too (uvicorn's factory)
+    records = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    assert not [r for r in records if r.get("level") in ("debug", "info")]
     audit = subprocess.run(
         [sys.executable, "-m", "services.cli", "audit", table, "--json"],
         cwd=ROOT,
