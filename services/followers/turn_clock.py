@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from redis.asyncio import Redis
-from redis.exceptions import NoScriptError
 
 from engine.actions import Action, Discard, Force, Leave, Refuse, Take, TurnCard, Waive
 from engine.bots import GreedyBot, bot_view
@@ -37,6 +36,7 @@ from services.store.client import as_text
 from services.store.keys import KeySpace
 from services.store.outage import OUTAGE_ERRORS, Outage, connect_when_up, pause
 from services.store.redis_store import RedisEventStore
+from services.store.scripts import evalsha_many
 from services.tables.service import TableService
 from services.tables.table import Table
 
@@ -279,7 +279,7 @@ class TurnClock:
     async def due(self, shards: Sequence[int] | None = None) -> list[tuple[str, int]]:
         """Lease the timers due now on ``shards`` (default: all): ``(table id, version)`` pairs.
 
-        One pipeline for all shards (a lease script a shard: each shard is its own slot).
+        One write for all shards (a lease script a shard: each shard is its own slot).
         Sets :attr:`next_due` from what the shards have left.
         """
         now = self.clock()
@@ -287,25 +287,16 @@ class TurnClock:
         todo = list(range(self.keys.shards) if shards is None else shards)
         if shards is None:
             self.next_due, self.swept_at = NEVER, now  # a timer armed meanwhile lowers it
+        try:
+            replies = await evalsha_many(
+                self._lease, [(self.timer_keys(shard), args) for shard in todo]
+            )
+        except Exception:
+            self.next_due = 0  # look again at the next tick
+            raise
         taken: list[tuple[str, int]] = []
-        for attempt in range(2):  # again on the shards of a server that lacked the script
-            async with self.client.pipeline(transaction=False) as pipe:
-                for shard in todo:
-                    pipe.evalsha(self._lease.sha, 2, *self.timer_keys(shard), *args)
-                replies = await pipe.execute(raise_on_error=False)
-            missing: list[int] = []
-            for shard, reply in zip(todo, replies, strict=True):
-                if isinstance(reply, NoScriptError) and not attempt:
-                    missing.append(shard)
-                elif isinstance(reply, Exception):
-                    self.next_due = 0  # look again at the next tick
-                    raise reply
-                else:
-                    taken += self._leased(cast(list[Any], reply))
-            if not missing:
-                break
-            await self.client.script_load(self._lease.script)
-            todo = missing
+        for reply in replies:
+            taken += self._leased(cast(list[Any], reply))
         return taken
 
     def _leased(self, reply: list[Any]) -> list[tuple[str, int]]:

@@ -1,5 +1,5 @@
 """The projector's shared machinery: its state, the keys it writes, the fold cache, and running
-commands and scripts in one pipeline (EVALSHA, loading the scripts on NOSCRIPT)."""
+its scripts together (``services.store.scripts.run_scripts``: EVALSHA, loaded on NOSCRIPT)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,15 @@ from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import NoScriptError
+from redis.commands.core import AsyncScript
 
 from services.log import get_logger
 from services.lru import Lru
 from services.projector.records import ShardWrite
-from services.projector.scripts import READ_ONLY, SCRIPT_SHA, SCRIPTS
+from services.projector.scripts import READ_ONLY, SCRIPTS
 from services.store.keys import KeySpace, hint_dropped, views_channel
 from services.store.redis_store import READ_CHUNK
+from services.store.scripts import ReadOnlyScript, ScriptCall, run_scripts
 from services.store.stream_watch import StreamWatch
 from services.tables.stored_parts import STORED_PARTS, TableFold
 
@@ -24,9 +25,6 @@ CHECKPOINT = "projector"
 """The projector's name in its checkpoint key ``<ns>:{sNN}:ckpt:projector``."""
 LEASE = "projlease"
 """The last part of a shard's projector lease key ``<ns>:{sNN}:projlease``."""
-
-PipelineCall = Callable[[Any], Any]
-"""Queues one command on a pipeline."""
 
 
 class ProjectorCore:
@@ -67,6 +65,10 @@ class ProjectorCore:
         self.watch = StreamWatch(client) if isinstance(client, RedisCluster) else None
         """A cluster's wait on the feeds (:mod:`services.store.stream_watch`); None on one Redis."""
         self.log = get_logger("projector", owner=owner)
+        self._scripts = {
+            name: (ReadOnlyScript if name in READ_ONLY else AsyncScript)(client, source)
+            for name, source in SCRIPTS.items()
+        }  # EVALSHA_RO for those that write nothing: read permission on their keys is enough
 
     # --- keys ----------------------------------------------------------------------------------
 
@@ -89,34 +91,13 @@ class ProjectorCore:
 
     # --- scripts -------------------------------------------------------------------------------
 
-    async def _run(self, calls: Sequence[PipelineCall]) -> list[Any]:
-        """Run commands in one pipeline (no transaction); scripts by EVALSHA, loaded and run
-        again when the server does not know them.  Errors come back in place of replies."""
-        replies: list[Any] = [None] * len(calls)
-        todo = list(range(len(calls)))
-        for attempt in range(2):
-            async with self.client.pipeline(transaction=False) as pipe:
-                for i in todo:
-                    calls[i](pipe)
-                got = await pipe.execute(raise_on_error=False)
-            missing = []
-            for i, reply in zip(todo, got, strict=True):
-                replies[i] = reply
-                if isinstance(reply, NoScriptError):
-                    missing.append(i)
-            if not missing or attempt:
-                break
-            for source in SCRIPTS.values():
-                await self.client.script_load(source)
-            todo = missing
-        return replies
+    async def _run(self, calls: Sequence[ScriptCall]) -> list[Any]:
+        """Run script calls together (:func:`run_scripts`); errors come back in place of
+        replies."""
+        return await run_scripts(self.client, calls)
 
-    @staticmethod
-    def _script(name: str, keys: Sequence[str], args: Sequence[Any]) -> PipelineCall:
-        sha = SCRIPT_SHA[name]
-        if name in READ_ONLY:  # EVALSHA_RO: read permission on its keys is enough
-            return lambda pipe: pipe.evalsha_ro(sha, len(keys), *keys, *args)
-        return lambda pipe: pipe.evalsha(sha, len(keys), *keys, *args)
+    def _script(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> ScriptCall:
+        return self._scripts[name], keys, args
 
     def reset(self) -> None:
         """Forget the checkpoints and every folded table (after a round failed half-way, when
@@ -131,7 +112,7 @@ class ProjectorCore:
     def _remember(self, fold: TableFold) -> None:
         self._cache.remember(fold.table_id, fold)
 
-    def _write_call(self, w: ShardWrite) -> PipelineCall:
+    def _write_call(self, w: ShardWrite) -> ScriptCall:
         keys = [self.checkpoint_key(w.shard), self.lease_key(w.shard), *w.views]
         hints = "\n".join(w.hints)  # one message per shard write (docs/services.md)
         if hint_dropped(self.drop_hints):  # a fault for tests

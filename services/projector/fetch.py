@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from services.projector.core import PipelineCall, ProjectorCore
+from services.projector.core import ProjectorCore
 from services.projector.records import TableRead
 from services.store.base import StoredEvent, StoreError
 from services.store.redis_store import decode_packed
+from services.store.scripts import ScriptCall
 
 
 def _as_bytes(value: bytes | str) -> bytes:
@@ -27,7 +28,7 @@ class ProjectorFetch(ProjectorCore):
         by_shard: dict[int, list[TableRead]] = {}
         for r in reads:
             by_shard.setdefault(self.keys.shard_of(r.table_id), []).append(r)
-        calls: list[PipelineCall] = []
+        calls: list[ScriptCall] = []
         for rs in by_shard.values():
             keys = [self.keys.events(r.table_id) for r in rs]
             args: list[Any] = []

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-
 from services.store.redis_store import READ_LUA
 from services.store.scripts import is_read_only
 
@@ -130,11 +128,6 @@ SCRIPTS = {
     "versions": VERSIONS_LUA,
 }
 """Every script by the name the projector calls it by."""
-SCRIPT_SHA = {
-    name: hashlib.sha1(source.encode("utf-8")).hexdigest() for name, source in SCRIPTS.items()
-}
-"""The SHA1 of each script, for EVALSHA."""
-
 WRITTEN, LEASE_LOST, MOVED = 0, 1, 2
 """The write script's first reply: written, lease not ours, checkpoint moved."""
 

@@ -1,6 +1,6 @@
 """The store's Lua scripts: append (from ``append.lua``), read and seal;
 :class:`ReadOnlyScript`, how a script that writes nothing is run (by ``EVALSHA_RO``); and
-:func:`evalsha_many`, many calls of one script in a pipeline that survives NOSCRIPT."""
+:func:`run_scripts`, many script calls in one write that survives NOSCRIPT."""
 
 from __future__ import annotations
 
@@ -19,8 +19,10 @@ __all__ = [
     "READ_LUA",
     "SEAL_LUA",
     "ReadOnlyScript",
+    "ScriptCall",
     "evalsha_many",
     "is_read_only",
+    "run_scripts",
 ]
 
 
@@ -38,7 +40,7 @@ class ReadOnlyScript(AsyncScript):
     gateway's, ``deploy/redis/users.acl``) can still run the read scripts, and no write script
     at all (``docs/deploy.md``, "Redis users").  Loaded on NOSCRIPT, as redis-py's scripts are,
     except when queued in a cluster pipeline, which leaves NOSCRIPT to its caller: many calls
-    in one pipeline go through :func:`evalsha_many`, which loads it on both.
+    in one pipeline go through :func:`run_scripts`, which loads it on both.
     """
 
     async def __call__(
@@ -64,41 +66,53 @@ class ReadOnlyScript(AsyncScript):
             return await client.evalsha_ro(self.sha, len(keys), *argv)
 
 
-async def evalsha_many(
-    script: AsyncScript, calls: Sequence[tuple[list[str], list[Any]]]
-) -> list[Any]:
-    """Return the replies of ``script`` to ``calls`` (keys, args), sent packed in one write (a
-    write a master on a cluster: :func:`~services.store.packed.send_packed`) by ``EVALSHA``
-    (``EVALSHA_RO`` for a :class:`ReadOnlyScript`).
+ScriptCall = tuple[AsyncScript, Sequence[Any], Sequence[Any]]
+"""A script to run, with its keys and its arguments."""
+
+
+async def run_scripts(client: Any, calls: Sequence[ScriptCall]) -> list[Any]:
+    """Return the reply of each call (script, keys, args), or its error in its place, all sent
+    packed in one write (a write a master on a cluster: :func:`~services.store.packed.send_packed`)
+    by ``EVALSHA`` (``EVALSHA_RO`` for a :class:`ReadOnlyScript`).
 
     No ``SCRIPT EXISTS`` goes first (redis-py's plain pipeline sends one before every pipeline
     that holds a registered script, a second round trip each time; its cluster pipeline sends
-    none and raises NOSCRIPT): the script is loaded only when a call meets NOSCRIPT (a restart,
-    a flush, a failover), and just those calls are sent again (NOSCRIPT means the script did
-    not run).  On a cluster ``SCRIPT LOAD`` goes to every primary, so it reaches the one that
-    lacked the script.  Any other error, or NOSCRIPT again, is raised.
+    none and raises NOSCRIPT): a script is loaded only when a call of it meets NOSCRIPT (a
+    restart, a flush, a failover), and just those calls are sent again (NOSCRIPT means the
+    script did not run).  On a cluster ``SCRIPT LOAD`` goes to every primary, so it reaches the
+    one that lacked the script.  NOSCRIPT a second time stays in its call's place.
     """
-    client = script.registered_client
-    read_only = isinstance(script, ReadOnlyScript)
     replies: list[Any] = [None] * len(calls)
     todo = list(range(len(calls)))
     for attempt in range(2):
         if not todo:
             break
-        name = "EVALSHA_RO" if read_only else "EVALSHA"
-        got = await send_packed(
-            client, [(name, script.sha, len(calls[i][0]), *calls[i][0], *calls[i][1]) for i in todo]
-        )
-        missing = []
+        got = await send_packed(client, [_evalsha(*calls[i]) for i in todo])
+        missing: dict[str, list[int]] = {}
         for i, reply in zip(todo, got, strict=True):
             replies[i] = reply
             if isinstance(reply, NoScriptError) and not attempt:
-                missing.append(i)
-            elif isinstance(reply, Exception):
-                raise reply
-        if missing:
-            await client.script_load(script.script)
-        todo = missing
+                missing.setdefault(calls[i][0].sha, []).append(i)
+        for waiting in missing.values():
+            await client.script_load(calls[waiting[0]][0].script)
+        todo = [i for waiting in missing.values() for i in waiting]
+    return replies
+
+
+def _evalsha(script: AsyncScript, keys: Sequence[Any], args: Sequence[Any]) -> tuple[Any, ...]:
+    name = "EVALSHA_RO" if isinstance(script, ReadOnlyScript) else "EVALSHA"
+    return (name, script.sha, len(keys), *keys, *args)
+
+
+async def evalsha_many(
+    script: AsyncScript, calls: Sequence[tuple[Sequence[Any], Sequence[Any]]]
+) -> list[Any]:
+    """Return the replies of ``script`` to ``calls`` (keys, args), by :func:`run_scripts` on
+    the script's client; the first error, NOSCRIPT again included, is raised."""
+    replies = await run_scripts(script.registered_client, [(script, k, a) for k, a in calls])
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
     return replies
 
 
