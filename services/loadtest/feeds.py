@@ -81,7 +81,7 @@ class FeedWatch:
                 reply: Any
                 if cluster:
                     ((feed, start),) = after.items()
-                    node = master_of(self.client, str(feed))
+                    node = master_of(self.client, feed)
                     reply = await xread_on(self.client, node, feed, start, 1000, self.block_ms)
                 else:
                     reply = await self.client.xread(after, count=1000, block=self.block_ms)

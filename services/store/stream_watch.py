@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 
-def master_of(client: Any, stream: str) -> Any:
+def master_of(client: Any, stream: Any) -> Any:
     """The cluster node that serves ``stream`` as redis-py's slot table has it, or None (not
     known now: redis-py then routes the command by asking Redis for its keys)."""
     try:
