@@ -231,16 +231,24 @@ class BotsRunner:
         if not watched:
             return []
         moves: list[BotCommand] = []
-        for table_id, table in (await self.service.load_many(watched)).items():
-            if isinstance(table, Exception):  # the others go on; the next entry tries again
-                self.log.error("table not loaded", table=table_id, error=repr(table))
-                continue
-            self._seen(table)
+        for table in await self._current(watched):
             move = self.decide(table)
             if move is not None:
                 moves.append(move)
         await self.send(moves)
         return moves
+
+    async def _current(self, table_ids: Sequence[str]) -> list[Table]:
+        """The tables loaded together, each :meth:`_seen`; a table that fails to load is
+        logged and left out (the others go on; its next feed entry or check tries again)."""
+        tables: list[Table] = []
+        for table_id, table in (await self.service.load_many(table_ids)).items():
+            if isinstance(table, Exception):
+                self.log.error("table not loaded", table=table_id, error=repr(table))
+                continue
+            self._seen(table)
+            tables.append(table)
+        return tables
 
     async def consider(self, table_id: str) -> BotCommand | None:
         """Load a table and send its bot's command if one is due and not yet sent by this runner."""
@@ -267,15 +275,12 @@ class BotsRunner:
         if not due:
             return []
         moves: list[BotCommand] = []
-        for table_id, table in (await self.service.load_many(due)).items():
-            if isinstance(table, Exception):  # tried again at the next call
-                continue
-            self._seen(table)
-            if table_id not in self._awaiting:
+        for table in await self._current(due):
+            if table.table_id not in self._awaiting:
                 continue  # it moved on: its feed entries bring it back
             move = self._command(table)
             if move is None:
-                del self._awaiting[table_id]
+                del self._awaiting[table.table_id]
                 continue
             moves.append(move)
         if moves:

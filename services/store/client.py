@@ -141,7 +141,7 @@ NODE_POOL_SIZE = 2048
 wait for a connection as one Redis's pool does: a call that finds them all out fails at once
 with ``MaxConnectionsError`` (``store/unavailable``). A gateway saturated by 2,000 sockets on
 three masters had 512 out at once and failed 29–53 of 1,000 tables' commands
-(``docs/performance.md``, "Reads and pipelines on a cluster")."""
+(``docs/performance.md``, "Scaling", "Through the gateway")."""
 
 _CLUSTER_MODE: dict[str, bool] = {}
 

@@ -307,18 +307,18 @@ class RedisEventStore(EventStore):
         first: int | None = None,
         after: Mapping[str, int] | None = None,
     ) -> dict[str, list[StoredEvent]]:
-        """Tables, one script call per table, all in one pipeline (the script loaded where a
+        """Tables, one script call per table, all sent together (the script loaded where a
         node answers NOSCRIPT: :func:`~services.store.scripts.evalsha_many`); with ``first``,
         each table's events up to version ``first`` (one call each); with ``after``, the events
         after the version it gives a table (the call reads that event too, for its hash)."""
         since = check_read_many(first, after)
         if not table_ids:
             return {}
+        end = "+" if first is None else f"{first}-1"
         calls: list[tuple[list[str], list[Any]]] = []
         for t in table_ids:
             done = since.get(t, 0)
             start = "-" if done == 0 else f"{done}-1"
-            end = "+" if first is None else f"{first}-1"
             calls.append(([self.keys.events(t)], [start, end, self.read_chunk]))
         replies = await evalsha_many(self._read, calls)
         result: dict[str, list[StoredEvent]] = {}
@@ -328,7 +328,7 @@ class RedisEventStore(EventStore):
             prev = GENESIS_HASH if done == 0 else None
             n, last, _ = decode_packed(t, _b(buf), done + 1, prev, events)
             if n == self.read_chunk:  # a long table: the rest chunk by chunk
-                await self._read_from(t, last + 1, "+" if first is None else f"{first}-1", events)
+                await self._read_from(t, last + 1, end, events)
             result[t] = events
         return result
 
