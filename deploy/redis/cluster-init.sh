@@ -6,6 +6,10 @@
 #
 #   sh cluster-init.sh host:port host:port host:port ...     (CLUSTER_REPLICAS=0 by default)
 #
+# On nodes with the Redis users of Conquian (cluster-node.sh, CLUSTER_ACL_TEMPLATE), where the
+# default user may only PING, set CLUSTER_USER=admin and the admin password in REDISCLI_AUTH
+# (redis-cli reads it from there: it never shows in a process list).
+#
 # Exit 0 when the cluster is formed and its state is ok on every node given; 1 when a node
 # does not answer, when the nodes are partly joined (a create cut short: look with
 # `redis-cli --cluster check host:port`, repair with `--cluster fix`), or when the state does
@@ -16,9 +20,13 @@ replicas="${CLUSTER_REPLICAS:-0}"
 wait_s="${CLUSTER_WAIT_SECONDS:-120}"
 [ "$#" -ge 3 ] || { echo "cluster-init: give at least three host:port" >&2; exit 1; }
 
+# shellcheck disable=SC2086  # ${CLUSTER_USER:+...}: two words, or none
+user_args() { echo ${CLUSTER_USER:+--user "$CLUSTER_USER"}; }
+
 cli() { # cli host:port args...: redis-cli against one node, replies without CR
     node="$1"; shift
-    redis-cli -h "${node%:*}" -p "${node##*:}" "$@" | tr -d '\r'
+    # shellcheck disable=SC2046  # the user's two words
+    redis-cli $(user_args) -h "${node%:*}" -p "${node##*:}" "$@" | tr -d '\r'
 }
 
 info_field() { # info_field host:port field: one field of CLUSTER INFO
@@ -84,6 +92,7 @@ done
 
 echo "cluster-init: creating the cluster over$addresses ($replicas replicas per master)"
 # shellcheck disable=SC2086  # one word per address
-redis-cli --cluster create $addresses --cluster-replicas "$replicas" --cluster-yes
+# shellcheck disable=SC2046  # the user's two words
+redis-cli $(user_args) --cluster create $addresses --cluster-replicas "$replicas" --cluster-yes
 wait_until "cluster_state:ok" all_ok "$@"
 echo "cluster-init: formed"

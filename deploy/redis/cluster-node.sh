@@ -1,6 +1,7 @@
 #!/bin/sh
 # Start a Redis Cluster node of Conquian: bring the addresses in its nodes.conf up to date, then
-# run redis-server with the arguments given.  Used by deploy/compose.cluster.yaml and
+# run redis-server with the arguments given (and the Redis users of Conquian, with
+# CLUSTER_ACL_TEMPLATE: below).  Used by deploy/compose.cluster.yaml and
 # deploy/k8s-cluster/ (a verbatim copy there, checked by tests/deploy).
 #
 #   sh cluster-node.sh /path/to/redis.conf --cluster-enabled yes ... --cluster-announce-hostname NAME
@@ -38,6 +39,17 @@ if [ -s "$conf" ]; then
         { print }
     ' "$conf" >"$conf.new"
     mv "$conf.new" "$conf"
+fi
+
+# With CLUSTER_ACL_TEMPLATE (deploy/redis/users.acl), the node loads the Redis users of Conquian,
+# as acl-server.sh does for the single Redis: render-acl.sh, next to the template, writes the
+# ACL file beside nodes.conf with the digests of the CONQUIAN_REDIS_PASSWORD_<USER> passwords
+# (it refuses to, and the node does not start, when one is missing).  Every node of a cluster
+# needs the same users: a client that follows MOVED to another node authenticates there again.
+if [ -n "${CLUSTER_ACL_TEMPLATE:-}" ]; then
+    acl="$(dirname "$conf")/users.acl"
+    sh "$(dirname "$CLUSTER_ACL_TEMPLATE")/render-acl.sh" "$CLUSTER_ACL_TEMPLATE" "$acl"
+    set -- "$@" --aclfile "$acl"
 fi
 
 # The image's entrypoint (where there is one) runs Redis as the redis user when started as root.

@@ -46,7 +46,10 @@ class LocalCluster:
     """``masters`` private Redis servers joined into a Redis Cluster without replicas.
 
     ``node_timeout_ms`` is ``cluster-node-timeout``: how long a silent master takes to be
-    marked failed by the others. Use as a context manager, or :meth:`start` and :meth:`stop`.
+    marked failed by the others. ``admin`` (user, password) is the user the launcher forms and
+    watches the cluster as, for nodes given an ACL file in ``extra_args`` (``aclfile``), where
+    the default user may not run ``CLUSTER``. Use as a context manager, or :meth:`start` and
+    :meth:`stop`.
     """
 
     def __init__(
@@ -58,9 +61,11 @@ class LocalCluster:
         node_timeout_ms: int = 2000,
         startup_timeout: float = 30.0,
         extra_args: Mapping[str, str] | None = None,
+        admin: tuple[str, str] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.masters = masters
+        self.admin = admin
         self.startup_timeout = startup_timeout
         self.nodes: list[LocalRedis] = []
         for index in range(masters):
@@ -151,7 +156,7 @@ class LocalCluster:
     # ---- forming
 
     def _formed(self) -> bool:
-        client = _client(self.ports[0], 2.0)
+        client = _client(self.ports[0], 2.0, self.admin)
         try:
             info = client.cluster("INFO")
         finally:
@@ -161,13 +166,13 @@ class LocalCluster:
 
     def _form(self) -> None:
         for index, (first, last) in enumerate(slot_ranges(self.masters)):
-            client = _client(self.ports[index], 2.0)
+            client = _client(self.ports[index], 2.0, self.admin)
             try:
                 _cluster(client, "ADDSLOTSRANGE", first, last)
                 _cluster(client, "SET-CONFIG-EPOCH", index + 1)
             finally:
                 client.close()
-        first_client = _client(self.ports[0], 2.0)
+        first_client = _client(self.ports[0], 2.0, self.admin)
         try:
             for index, node in enumerate(self.nodes[1:], start=1):
                 bus = int(node.extra_args["cluster-port"])
@@ -187,7 +192,7 @@ class LocalCluster:
             time.sleep(0.05)
 
     def _state(self, port: int) -> tuple[str, int]:
-        client = _client(port, 1.0)
+        client = _client(port, 1.0, self.admin)
         try:
             with contextlib.suppress(redis.RedisError):
                 info = _cluster_info(client.cluster("INFO"))

@@ -43,11 +43,15 @@ def default_data_dir() -> Path:
     return base / ".data" / "redis"
 
 
-def _client(port: int, timeout: float) -> redis.Redis:
-    """A client that fails fast: the launcher polls and falls back itself."""
+def _client(port: int, timeout: float, credentials: tuple[str, str] | None = None) -> redis.Redis:
+    """A client that fails fast: the launcher polls and falls back itself; ``credentials``
+    (user, password) for a server with an ACL file, else the default user."""
+    username, password = credentials if credentials is not None else (None, None)
     return redis.Redis(
         host="127.0.0.1",
         port=port,
+        username=username,
+        password=password,
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
         retry=Retry(NoBackoff(), 0),

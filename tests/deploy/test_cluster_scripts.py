@@ -6,12 +6,15 @@ settings of deploy/compose.cluster.yaml: cluster-init.sh forms the cluster, and 
 finds it formed and changes nothing. Then every node is stopped and the peer addresses in each
 nodes.conf made stale (what a container or pod created again sees): started plainly, the nodes
 never meet again; started through cluster-node.sh, which looks up each peer's announced name,
-they do.
+they do.  Last, nodes started with the Redis users of Conquian (``CLUSTER_ACL_TEMPLATE``): the
+cluster is formed as the admin user (``CLUSTER_USER``, ``REDISCLI_AUTH``), and a service user
+reaches every node.
 """
 
 from __future__ import annotations
 
 import re
+import secrets
 import shutil
 import subprocess
 import time
@@ -30,9 +33,16 @@ NAME = "localhost"
 """What each node announces (cluster-announce-hostname); getent resolves it to 127.0.0.1."""
 
 
+USERS = ("admin", "gateway", "engine", "projector", "bots", "clock", "archiver", "audit")
+
+
 class Nodes:
-    def __init__(self, folder: Path, count: int = 3) -> None:
+    def __init__(
+        self, folder: Path, count: int = 3, passwords: dict[str, str] | None = None
+    ) -> None:
         self.folder = folder
+        self.passwords = passwords
+        """With passwords, the nodes load deploy/redis/users.acl and the launcher is admin."""
         self.ports = [free_port() for _ in range(count)]
         self.buses = [free_port() for _ in range(count)]
         self.procs: list[subprocess.Popen[bytes]] = []
@@ -63,6 +73,7 @@ class Nodes:
                     env={
                         "PATH": "/usr/local/bin:/usr/bin:/bin",
                         "CLUSTER_NODES_CONF": str(self.nodes_conf(i)),
+                        **self._acl_env(),
                     },
                     stdout=subprocess.DEVNULL,
                 )
@@ -72,6 +83,19 @@ class Nodes:
             while not self._pong(port):
                 assert time.monotonic() < deadline, f"node on {port} does not answer"
                 time.sleep(0.1)
+
+    def _acl_env(self) -> dict[str, str]:
+        if self.passwords is None:
+            return {}
+        env = {f"CONQUIAN_REDIS_PASSWORD_{u.upper()}": p for u, p in self.passwords.items()}
+        return {**env, "CLUSTER_ACL_TEMPLATE": str(REDIS / "users.acl")}
+
+    def client(self, port: int, user: str = "admin") -> redis.Redis:
+        """A client of one node, as ``user`` where the nodes have users."""
+        if self.passwords is None:
+            return redis.Redis(port=port, decode_responses=True)
+        password = self.passwords[user]
+        return redis.Redis(port=port, username=user, password=password, decode_responses=True)
 
     def _pong(self, port: int) -> bool:
         try:
@@ -90,16 +114,19 @@ class Nodes:
     def states(self) -> list[str]:
         out = []
         for port in self.ports:
-            with redis.Redis(port=port, decode_responses=True) as client:
+            with self.client(port) as client:
                 out.append(client.cluster("INFO")["cluster_state"])
         return out
 
-    def init(self) -> subprocess.CompletedProcess[str]:
+    def init(self, admin: bool = True) -> subprocess.CompletedProcess[str]:
         # One node by address, the others by name: the script resolves names itself.
         addresses = [f"127.0.0.1:{self.ports[0]}", *(f"{NAME}:{p}" for p in self.ports[1:])]
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "CLUSTER_WAIT_SECONDS": "30"}
+        if self.passwords is not None and admin:
+            env.update(CLUSTER_USER="admin", REDISCLI_AUTH=self.passwords["admin"])
         return subprocess.run(
             ["sh", str(REDIS / "cluster-init.sh"), *addresses],
-            env={"PATH": "/usr/local/bin:/usr/bin:/bin", "CLUSTER_WAIT_SECONDS": "30"},
+            env=env,
             capture_output=True,
             text=True,
             timeout=120,
@@ -121,7 +148,7 @@ def nodes(tmp_path: Path) -> Iterator[Nodes]:
 def linked(nodes: Nodes) -> bool:
     """Whether every node is connected to every peer at its present address, none failing."""
     for port in nodes.ports:
-        with redis.Redis(port=port, decode_responses=True) as client:
+        with nodes.client(port) as client:
             lines = client.execute_command("CLUSTER", "NODES").splitlines()
         peers = [line.split() for line in lines if "myself" not in line]
         if len(peers) != len(nodes.ports) - 1:
@@ -172,3 +199,40 @@ def test_init_forms_once_and_a_node_finds_its_moved_peers_by_name(nodes: Nodes) 
     nodes.start(through_script=True)
     assert settle(nodes, within=20)
     assert "127.0.0.9" not in nodes.nodes_conf(1).read_text()
+
+
+@pytest.fixture
+def nodes_with_users(tmp_path: Path) -> Iterator[Nodes]:
+    running = Nodes(tmp_path, passwords={u: secrets.token_hex(16) for u in USERS})
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def test_nodes_with_the_users_of_conquian_are_formed_as_admin(nodes_with_users: Nodes) -> None:
+    nodes = nodes_with_users
+    nodes.start(through_script=True)
+    anonymous = nodes.init(admin=False)  # the default user may PING, not run CLUSTER
+    assert anonymous.returncode == 1, anonymous.stdout + anonymous.stderr
+    formed = nodes.init()
+    assert formed.returncode == 0, formed.stdout + formed.stderr
+    assert nodes.states() == ["ok"] * 3
+    with (
+        redis.Redis(port=nodes.ports[0]) as default,
+        pytest.raises(redis.exceptions.NoPermissionError),
+    ):
+        default.get("cq:{s00}:view:t-1:public")
+    passwords = nodes.passwords
+    assert passwords is not None
+    gateway = redis.cluster.RedisCluster(
+        host="127.0.0.1", port=nodes.ports[0], username="gateway", password=passwords["gateway"]
+    )
+    try:  # the slot map and the command table, then a read on every master
+        keys = [f"cq:{{s{shard:02d}}}:view:t-1:public" for shard in range(16)]
+        assert {gateway.keyslot(k) // 5462 for k in keys} == {0, 1, 2}
+        assert [gateway.get(k) for k in keys] == [None] * 16
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            gateway.set(keys[0], "{}")
+    finally:
+        gateway.close()

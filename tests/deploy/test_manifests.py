@@ -769,7 +769,7 @@ def test_k8s_cluster_init_job_lists_every_node() -> None:
     name, service = nodes["metadata"]["name"], nodes["spec"]["serviceName"]
     count = nodes["spec"]["replicas"]
     assert argv[2:] == [f"{name}-{i}.{service}:6379" for i in range(count)]
-    replicas = int({e["name"]: e["value"] for e in container["env"]}["CLUSTER_REPLICAS"])
+    replicas = int({e["name"]: e.get("value") for e in container["env"]}["CLUSTER_REPLICAS"])
     assert count % (replicas + 1) == 0 and count // (replicas + 1) >= 3  # redis-cli's rule
 
 
@@ -804,3 +804,74 @@ def test_k8s_containers_are_hardened(where: str) -> None:
     assert context["allowPrivilegeEscalation"] is False
     assert context["readOnlyRootFilesystem"] is True
     assert context["capabilities"]["drop"] == ["ALL"]
+
+
+# --- the cluster variants run under the Redis users too -----------------------------------------
+
+CLUSTER_SERVICE_USERS = {
+    "gateway": "gateway",
+    "engine-worker": "engine",
+    "projector": "projector",
+    "bots": "bots",
+    "clock": "clock",
+}
+"""The Redis user of each Conquian service, in compose and as a Kubernetes Deployment."""
+
+
+def _password_variable(user: str) -> str:
+    return f"CONQUIAN_REDIS_PASSWORD_{user.upper()}"
+
+
+def test_compose_cluster_nodes_load_the_users_and_each_service_is_its_own() -> None:
+    services = compose_cluster()["services"]
+    nodes = cluster_nodes()
+    for name, node in nodes.items():
+        env = node["environment"]
+        template = Path(env["CLUSTER_ACL_TEMPLATE"])
+        mounts = {v.split(":")[1]: v.split(":")[0] for v in node["volumes"]}
+        assert mounts[str(template)] == "./redis/users.acl", name
+        assert mounts[str(template.parent / "render-acl.sh")] == "./redis/render-acl.sh", name
+        for user in acl_users():  # render-acl.sh refuses to start without every password
+            variable = _password_variable(user)
+            assert env[variable] == f"${{{variable}:-}}", (name, user)
+    init = services["redis-cluster-init"]["environment"]
+    assert init["CLUSTER_USER"] == "admin"
+    assert init["REDISCLI_AUTH"] == "${CONQUIAN_REDIS_PASSWORD_ADMIN:-}"
+    for name, user in CLUSTER_SERVICE_USERS.items():
+        url = urlsplit(services[name]["environment"]["REDIS_URL"])
+        assert url.username == user and url.hostname in nodes, name
+        assert url.password == f"${{{_password_variable(user)}:-}}", name
+
+
+def test_k8s_cluster_nodes_load_the_users_and_each_service_is_its_own() -> None:
+    [nodes] = [d for d in k8s_cluster_docs() if d["kind"] == "StatefulSet"]
+    [node] = nodes["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in node["env"]}
+    template = Path(env["CLUSTER_ACL_TEMPLATE"])
+    [config] = [
+        v["mountPath"] for v in node["volumeMounts"] if v["name"] == "config"
+    ]  # redis-config: users.acl and render-acl.sh beside redis.conf
+    assert template == Path(config) / "users.acl"
+    assert node["envFrom"] == [{"secretRef": {"name": "conquian-redis-users"}}]
+    [job] = [d for d in k8s_cluster_docs() if d["kind"] == "Job"]
+    [init] = job["spec"]["template"]["spec"]["containers"]
+    init_env = {e["name"]: e for e in init["env"]}
+    assert init_env["CLUSTER_USER"]["value"] == "admin"
+    assert init_env["REDISCLI_AUTH"]["valueFrom"]["secretKeyRef"] == {
+        "name": "conquian-redis-users",
+        "key": "CONQUIAN_REDIS_PASSWORD_ADMIN",
+    }
+    [kustomization] = documents(K8S_CLUSTER / "kustomization.yaml")
+    urls: dict[str, str] = {}
+    for patch in kustomization["patches"]:
+        doc = yaml.safe_load(patch["patch"])
+        if doc.get("kind") != "Deployment":
+            continue
+        for container in doc["spec"]["template"]["spec"]["containers"]:
+            for variable in container.get("env", []):
+                if variable["name"] == "REDIS_URL":
+                    urls[container["name"]] = variable["value"]
+    assert urls == {
+        name: f"redis://{user}:$({_password_variable(user)})@redis-cluster:6379/0"
+        for name, user in CLUSTER_SERVICE_USERS.items()
+    }

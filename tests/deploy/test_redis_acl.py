@@ -5,8 +5,9 @@ renders from the template; the engine worker, projector, bots runner, turn clock
 run as processes, each with its own ``REDIS_URL``; a bot table is played to its end through the
 gateway; ``conquian project --rebuild`` (projector), ``conquian audit``/``replay`` (audit) and
 ``conquian archive`` (archiver) run as the operator would.  Redis's ACL log must then be empty:
-no service was refused anything it needed.  Then the users are tried at what they must not do:
-the gateway cannot run the append script, delete a key or write a table (NOPERM).
+no service was refused anything it needed.  The same again on a three-master Redis Cluster whose
+every node loads the file.  Then the users are tried at what they must not do: the gateway
+cannot run the append script, delete a key or write a table (NOPERM).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import yaml
 
 from services.followers.turn_clock import clock_command_id
 from services.redis_server import LocalRedis
+from services.redis_server.cluster import LocalCluster
 from services.redis_server.local import free_port
 from services.store.keys import KeySpace
 from services.store.scripts import APPEND_LUA
@@ -67,23 +69,57 @@ class Deployment:
         acl = tmp / "users.acl"
         done = render(acl, self.passwords)
         assert done.returncode == 0, done.stderr
-        self.server = LocalRedis(tmp / "redis", extra_args={"aclfile": str(acl)}, stop_timeout=10)
-        self.server.start()
-        self.port = self.server.port
+        self.acl = acl
+        self.ports = self._start(tmp)
+        self.port = self.ports[0]
+
+    def _start(self, tmp: Path) -> list[int]:
+        server = LocalRedis(tmp / "redis", extra_args={"aclfile": str(self.acl)}, stop_timeout=10)
+        self.server: LocalRedis | LocalCluster = server
+        server.start()
+        return [server.port]
+
+    def stop(self) -> None:
+        for port in self.ports:
+            admin = self.client("admin", port)
+            with contextlib.suppress(redis.RedisError):
+                admin.shutdown()  # the launcher's anonymous SHUTDOWN is refused: as the operator
+            admin.close()
+        self.server.stop()
 
     def url(self, user: str) -> str:
         return f"redis://{user}:{self.passwords[user]}@127.0.0.1:{self.port}/0"
 
-    def client(self, user: str) -> redis.Redis:
-        return redis.Redis.from_url(self.url(user), socket_timeout=10)
+    def client(self, user: str, port: int | None = None) -> redis.Redis:
+        url = f"redis://{user}:{self.passwords[user]}@127.0.0.1:{port or self.port}/0"
+        return redis.Redis.from_url(url, socket_timeout=10)
 
     def acl_log(self) -> list[dict[str, Any]]:
-        admin = self.client("admin")
-        try:
-            entries: list[dict[str, Any]] = admin.acl_log(count=100)
-            return entries
-        finally:
-            admin.close()
+        """The ACL log of every server."""
+        entries: list[dict[str, Any]] = []
+        for port in self.ports:
+            admin = self.client("admin", port)
+            try:
+                entries += admin.acl_log(count=100)
+            finally:
+                admin.close()
+        return entries
+
+
+class ClusterDeployment(Deployment):
+    """A private three-master Redis Cluster, every node with the rendered ACL file; a user's
+    URL names the first node (the services find the others)."""
+
+    def _start(self, tmp: Path) -> list[int]:
+        cluster = LocalCluster(
+            tmp / "cluster",
+            masters=3,
+            extra_args={"aclfile": str(self.acl)},
+            admin=("admin", self.passwords["admin"]),
+        )
+        self.server = cluster
+        cluster.start()
+        return cluster.ports
 
 
 @pytest.fixture
@@ -92,11 +128,16 @@ def deployment(tmp_path: Path) -> Iterator[Deployment]:
     try:
         yield deployment
     finally:
-        admin = deployment.client("admin")
-        with contextlib.suppress(redis.RedisError):
-            admin.shutdown()  # the launcher's anonymous SHUTDOWN is refused: as the operator
-        admin.close()
-        deployment.server.stop()
+        deployment.stop()
+
+
+@pytest.fixture
+def cluster_deployment(tmp_path: Path) -> Iterator[Deployment]:
+    deployment = ClusterDeployment(tmp_path)
+    try:
+        yield deployment
+    finally:
+        deployment.stop()
 
 
 def _env(url: str) -> dict[str, str]:
@@ -235,6 +276,18 @@ def test_the_acl_file_refuses_a_missing_or_unsafe_password(tmp_path: Path) -> No
 def test_every_service_runs_as_its_own_user_and_needs_nothing_more(
     deployment: Deployment, tmp_path: Path
 ) -> None:
+    _every_service_as_its_own_user(deployment, tmp_path)
+
+
+def test_every_service_runs_as_its_own_user_on_a_cluster(
+    cluster_deployment: Deployment, tmp_path: Path
+) -> None:
+    """The same users on a Redis Cluster: each service finds the cluster from one node's
+    address, and no node refuses it anything (the slot map, the command table included)."""
+    _every_service_as_its_own_user(cluster_deployment, tmp_path)
+
+
+def _every_service_as_its_own_user(deployment: Deployment, tmp_path: Path) -> None:
     port = free_port()
     gateway = [
         "-m",
@@ -284,7 +337,8 @@ def test_every_service_runs_as_its_own_user_and_needs_nothing_more(
     logs = {user: (tmp_path / f"{user}.log").read_text() for user in services}
     for user, text in logs.items():
         assert "NOPERM" not in text and "NoPermission" not in text, (user, text[-3000:])
-    assert deployment.acl_log() == []  # nothing any service did was refused
+    refused = [{k: e.get(k) for k in ("username", "object")} for e in deployment.acl_log()]
+    assert refused == []  # nothing any service did was refused
 
 
 def test_the_gateway_cannot_append_delete_or_write(deployment: Deployment) -> None:
