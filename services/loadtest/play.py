@@ -94,6 +94,8 @@ class TablePlay:
         self.bad_share = bad_share
         self.version = 0
         self.views: list[Mapping[str, Any] | None] = [None, None]
+        self.versions = [-1, -1]
+        """The version of each seat's view held (-1: none), read at every decision."""
         self.over = False
         self.deals_finished = 0
         self._bad_at = -1
@@ -111,9 +113,10 @@ class TablePlay:
         from; the match's end then comes from :meth:`see_end`.
         """
         version = view_version(view)
-        if version <= view_version(self.views[seat]):
+        if version <= self.versions[seat]:
             return False
         self.views[seat] = view
+        self.versions[seat] = version
         self.see_version(version)
         deal = view.get("deal")
         if isinstance(deal, dict) and deal.get("phase") == "over":
@@ -131,8 +134,7 @@ class TablePlay:
 
     def current(self, seat: int) -> Mapping[str, Any] | None:
         """Return the seat's view if it is at the newest known version, else None."""
-        view = self.views[seat]
-        return view if view is not None and view_version(view) == self.version else None
+        return self.views[seat] if self.versions[seat] == self.version else None
 
     def next_move(self) -> Move | None:
         """Return the move to send now, None while waiting for a view (or when over)."""

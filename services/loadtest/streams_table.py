@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from services.loadtest.links import TableGivenUp, check_answer, count_answer
-from services.loadtest.play import Move, TablePlay, command_json, view_version
+from services.loadtest.play import Move, TablePlay, command_json
 from services.store.keys import KeySpace, command_key
 
 if TYPE_CHECKING:
@@ -104,18 +104,18 @@ class StreamTable:
 
     def calls(self) -> list[Call]:
         """Return the reads of the table's wait: the record of the command in flight, the seats'
-        parts, the public part (at a match's end, and for a bot table)."""
+        parts, the public part (at a match's end, and for a bot table).  The parts of a table
+        share its shard's hash tag: one ``MGET`` reads them on a cluster too."""
         wait = self.wait
         if wait is Wait.SETUP:
             return [("HGET", self.record_key, self.field)]
         if wait is Wait.WATCH:
             return [("GET", self.public_key)]
-        parts: list[Call] = [("GET", self.part_keys[0]), ("GET", self.part_keys[1])]
         if wait is Wait.RESULT:
-            return [("HGET", self.record_key, self.field), *parts]
+            return [("HGET", self.record_key, self.field), ("MGET", *self.part_keys)]
         if wait is Wait.CHANGE:
-            return [*parts, ("GET", self.public_key)]
-        return parts
+            return [("MGET", *self.part_keys, self.public_key)]
+        return [("MGET", *self.part_keys)]
 
     def awaits(self, command_id: str, seat: int | None) -> bool:
         """Say whether a result hint names the command the table waits for."""
@@ -180,7 +180,7 @@ class StreamTable:
         match is over)."""
         self.wait = Wait.CHANGE
         self.attempt = 0
-        self.news_after = min(view_version(view) for view in self.play.views)
+        self.news_after = min(self.play.versions)
         self.since = now
         self.deadline = now + run.context.result_timeout
         self.poll = run.first_poll
@@ -203,13 +203,13 @@ class StreamTable:
         elif wait is Wait.WATCH:
             moved = self._watched(run, replies[0], at)
         elif wait is Wait.RESULT:
-            self._see_parts(replies[1], replies[2])
+            self._see_parts(*replies[1])
             moved = self._answer(run, replies[0], at)
         elif wait is Wait.VIEW:
-            self._see_parts(replies[0], replies[1])
+            self._see_parts(*replies[0])
             moved = self._viewed(run, at)
         else:
-            moved = self._changed(run, replies, at)
+            moved = self._changed(run, replies[0], at)
         if not moved and at >= self.deadline:
             raise TableGivenUp(TIMEOUTS[self.wait], f"table {self.table_id}")
         return moved
@@ -257,7 +257,7 @@ class StreamTable:
         self.accepted = version
         self.wait = Wait.VIEW
         self.attempt = 0
-        self.news_after = view_version(self.play.views[move.seat])
+        self.news_after = self.play.versions[move.seat]
         self.deadline = at + context.result_timeout
         self.poll = run.first_poll
         return self._viewed(run, at)
@@ -265,7 +265,7 @@ class StreamTable:
     def _viewed(self, run: StreamsPlay, at: float) -> bool:
         move = self.move
         assert move is not None, "a move's view"
-        held = view_version(self.play.views[move.seat])
+        held = self.play.versions[move.seat]
         if held < self.accepted:
             self.news_after = held
             return False
@@ -274,17 +274,17 @@ class StreamTable:
         self.decide(run, at)
         return True
 
-    def _changed(self, run: StreamsPlay, replies: list[Any], at: float) -> bool:
-        before = [view_version(view) for view in self.play.views]
-        self._see_parts(replies[0], replies[1])
-        public = replies[2]
+    def _changed(self, run: StreamsPlay, parts: list[Any], at: float) -> bool:
+        before = list(self.play.versions)
+        self._see_parts(parts[0], parts[1])
+        public = parts[2]
         if public is not None:
             data = orjson.loads(public)
             if data.get("match_over") is True:
                 self.play.see_end(int(data.get("deals_played") or 0))
                 run.table_done(self, at, finished=True)
                 return True
-        unchanged = [view_version(view) for view in self.play.views] == before
+        unchanged = self.play.versions == before
         if unchanged and not run.context.stop.is_set():
             return False  # nothing new: wait on
         self.decide(run, at)  # a move, a new wait for newer parts, or the end of a stopped run

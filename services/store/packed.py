@@ -26,6 +26,13 @@ from redis.exceptions import (
 
 from services.store.stream_watch import master_of
 
+try:  # redis-py's own hiredis parser, and the value its reader gives for "no whole reply yet"
+    from redis._parsers.hiredis import NOT_ENOUGH_DATA as _NOT_ENOUGH_DATA
+    from redis._parsers.hiredis import _AsyncHiredisParser
+except ImportError:  # another redis-py: every reply through read_response
+    _NOT_ENOUGH_DATA = None
+    _AsyncHiredisParser = type(None)  # type: ignore[assignment,misc]
+
 __all__ = ["Call", "exchange", "key_of", "send_packed"]
 
 Call = tuple[Any, ...]
@@ -49,19 +56,51 @@ def key_of(call: Call) -> Any:
 async def exchange(connection: Any, calls: Sequence[Call]) -> list[Any]:
     """Write ``calls`` packed by hiredis in one write on ``connection`` and read their replies;
     an error reply takes its call's place.  Anything else raises, and the connection, whose
-    socket may hold replies not read, is dropped."""
+    socket may hold replies not read, is dropped.
+
+    Replies the connection's hiredis reader holds already are taken from it directly; only when
+    it holds none does a read go through redis-py's ``read_response`` (its timeout, its reading
+    of the socket).  That skips redis-py's layers for most replies: about 1 µs of CPU a reply
+    (``docs/performance.md``, "Reads and pipelines on a cluster").
+    """
     try:
         await connection.send_packed_command(b"".join(pack_command(c) for c in calls))
         replies: list[Any] = []
-        for _ in calls:
-            try:
-                replies.append(await connection.read_response())
-            except ResponseError as error:  # that call's error; the next reply follows
-                replies.append(error)
+        buffered = _buffered(connection)
+        while len(replies) < len(calls):
+            reply = _NOT_ENOUGH_DATA if buffered is None else buffered.gets()
+            while reply is not _NOT_ENOUGH_DATA and _is_push(connection, reply):
+                await connection._parser.handle_push_response(reply)  # as read_response does
+                reply = buffered.gets()
+            if reply is _NOT_ENOUGH_DATA:
+                try:
+                    reply = await connection.read_response()
+                except ResponseError as error:  # that call's error; the next reply follows
+                    reply = error
+            elif isinstance(reply, ConnectionError) or (
+                isinstance(reply, list) and reply and isinstance(reply[0], ConnectionError)
+            ):
+                raise reply if isinstance(reply, ConnectionError) else reply[0]
+            replies.append(reply)
     except BaseException:
         await connection.disconnect(nowait=True)
         raise
     return replies
+
+
+def _buffered(connection: Any) -> Any:
+    """The hiredis reader of ``connection`` (error replies come out of it as exception objects,
+    as redis-py reads them), or None: then every reply goes through redis-py."""
+    if _NOT_ENOUGH_DATA is None:
+        return None
+    parser = getattr(connection, "_parser", None)
+    return getattr(parser, "_reader", None) if isinstance(parser, _AsyncHiredisParser) else None
+
+
+def _is_push(connection: Any, reply: Any) -> bool:
+    """Whether ``reply`` is a RESP3 push (a notification between replies, not a reply)."""
+    push = getattr(connection._parser, "_hiredis_PushNotificationType", None)
+    return push is not None and isinstance(reply, push)
 
 
 async def send_packed(client: Any, calls: Sequence[Call]) -> list[Any]:

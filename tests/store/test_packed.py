@@ -11,7 +11,7 @@ import redis.asyncio
 from redis.exceptions import ConnectionError, ResponseError
 
 from services.store.client import connect
-from services.store.packed import key_of, send_packed
+from services.store.packed import _buffered, key_of, send_packed
 
 pytestmark = pytest.mark.redis
 
@@ -31,6 +31,37 @@ async def test_replies_come_in_order_with_errors_in_place(
     )
     assert replies[0] == b"OK" and replies[2] == b"v"
     assert isinstance(replies[1], ResponseError) and isinstance(replies[3], ResponseError)
+
+
+async def test_many_replies_read_from_the_buffer_equal_those_read_one_by_one(
+    redis_client: redis.asyncio.Redis, redis_ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Thousands of replies, some larger than one read of the socket, errors among them: taken
+    from the hiredis reader's buffer (``exchange``) they are those redis-py reads one by one."""
+    big, small = f"{redis_ns}:big", f"{redis_ns}:small"
+    await redis_client.set(big, "x" * 300_000)
+    await redis_client.hset(small, mapping={"a": "1", "b": "2"})
+    calls: list[tuple[Any, ...]] = []
+    for i in range(3000):
+        calls.append(("GET", big) if i % 500 == 0 else ("HGET", small, "ab"[i % 2]))
+        if i % 700 == 0:
+            calls.append(("INCR", small))  # WRONGTYPE, in its place
+    calls.append(("HGETALL", small))
+    connection = await redis_client.connection_pool.get_connection()
+    try:  # the buffer is there to read from (hiredis: a dependency of the project)
+        assert _buffered(connection) is not None
+    finally:
+        await redis_client.connection_pool.release(connection)
+    buffered = await send_packed(redis_client, calls)
+    monkeypatch.setattr("services.store.packed._buffered", lambda connection: None)
+    one_by_one = await send_packed(redis_client, calls)
+    assert len(buffered) == len(calls) == len(one_by_one)
+    for got, expected in zip(buffered, one_by_one, strict=True):
+        if isinstance(expected, ResponseError):
+            assert type(got) is type(expected) and str(got) == str(expected)
+        else:
+            assert got == expected
+    assert buffered[0] == b"x" * 300_000 and buffered[2] == b"2"
 
 
 async def test_the_calls_of_a_lost_connection_go_again_by_the_pipeline(
