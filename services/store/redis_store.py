@@ -135,6 +135,7 @@ class RedisEventStore(EventStore):
             raise ValueError("read_chunk must be >= 1")
         self.read_chunk = read_chunk
         self._feed_maxlen = "" if feed_maxlen is None else str(int(feed_maxlen))
+        self._by_shard: dict[int, tuple[str, str, str, str]] = {}
         if finished_ids_ms is not None and finished_ids_ms < 1:
             raise ValueError("finished_ids_ms must be >= 1 (None keeps them for ever)")
         self._finished_ids_ms = "" if finished_ids_ms is None else str(int(finished_ids_ms))
@@ -149,17 +150,17 @@ class RedisEventStore(EventStore):
         """KEYS and ARGV of the append script for one append, and the events it would store."""
         table_id, expected_hash = r.table_id, r.expected_hash
         check_append_args(table_id, r.expected_version, expected_hash, r.command_id)
-        ks = self.keys
-        shard = ks.shard_of(table_id)
-        prefix = f"{ks.shard_prefix(shard)}:t:{table_id}:"
+        shard = self.keys.shard_of(table_id)
+        tag, feed, legacy, sealed = self._shard_keys(shard)
+        prefix = f"{tag}:t:{table_id}:"
         keys = [
             prefix + "head",
             prefix + "ev",
-            ks.feed(shard),
+            feed,
             prefix + "cmdids",
             prefix + "secret",
-            ks.cmdids(shard),
-            ks.sealed(shard),
+            legacy,
+            sealed,
         ]
         encoded = prepare_encoded(
             table_id, r.expected_version, expected_hash, r.events, encode_body
@@ -190,11 +191,20 @@ class RedisEventStore(EventStore):
             args.append(k)
             args.append(v)
         if r.views and encoded:
-            base = ks.table_view(table_id) + ":"  # = ks.table_view(table_id, part) for each part
+            base = f"{tag}:view:{table_id}:"  # = keys.table_view(table_id, part) for each part
             for part, view in r.views.items():
                 keys.append(base + part)
                 args.append(view)
         return keys, args, [e for e, _ in encoded]
+
+    def _shard_keys(self, shard: int) -> tuple[str, str, str, str]:
+        """A shard's prefix, feed, legacy command ids and finished-table index, built once."""
+        known = self._by_shard.get(shard)
+        if known is None:
+            ks = self.keys
+            known = (ks.shard_prefix(shard), ks.feed(shard), ks.cmdids(shard), ks.sealed(shard))
+            self._by_shard[shard] = known
+        return known
 
     @staticmethod
     def finish_call(r: AppendRequest, prepared: list[StoredEvent], reply: Any) -> AppendResult:
