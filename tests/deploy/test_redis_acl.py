@@ -79,6 +79,12 @@ class Deployment:
         server.start()
         return [server.port]
 
+    def __enter__(self) -> Deployment:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def stop(self) -> None:
         for port in self.ports:
             admin = self.client("admin", port)
@@ -124,20 +130,14 @@ class ClusterDeployment(Deployment):
 
 @pytest.fixture
 def deployment(tmp_path: Path) -> Iterator[Deployment]:
-    deployment = Deployment(tmp_path)
-    try:
-        yield deployment
-    finally:
-        deployment.stop()
+    with Deployment(tmp_path) as running:
+        yield running
 
 
 @pytest.fixture
 def cluster_deployment(tmp_path: Path) -> Iterator[Deployment]:
-    deployment = ClusterDeployment(tmp_path)
-    try:
-        yield deployment
-    finally:
-        deployment.stop()
+    with ClusterDeployment(tmp_path) as running:
+        yield running
 
 
 def _env(url: str) -> dict[str, str]:
