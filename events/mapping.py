@@ -138,8 +138,6 @@ def to_wire(
             if commitment is None:
                 raise ValueError(f"deal {event.number}: a deal_started needs the commitment")
             return _deal_started(event, commitment, algorithm)
-        case game_events.CardDeclined():
-            return [_declined(event)]
         case game_events.MeldMade(seat=seat, card=card, hand=hand, table=table):
             return [
                 _made(
@@ -193,14 +191,6 @@ def _deal_started(
     return [started, dealt[0], dealt[1]]
 
 
-@lru_cache(maxsize=1024)
-def _declined(event: game_events.CardDeclined) -> domain.CardRefused | domain.CardLeft:
-    """``card_refused`` or ``card_left``, remembered as :func:`_simple_to_wire` is."""
-    kind: type[domain.CardRefused | domain.CardLeft]
-    kind = domain.CardRefused if event.how is Decline.REFUSED else domain.CardLeft
-    return kind(seat=event.seat, card=format_card(event.card), forceable=event.forceable)
-
-
 @lru_cache(maxsize=4096)
 def _simple_to_wire(event: game_events.Event) -> domain.TableEvent:
     """Map the engine events whose fields carry over one to one (cards as text).
@@ -212,6 +202,10 @@ def _simple_to_wire(event: game_events.Event) -> domain.TableEvent:
     match event:
         case game_events.CardTurned(seat=seat, card=card):
             return domain.CardTurned(seat=seat, card=format_card(card))
+        case game_events.CardDeclined(seat=seat, card=card, how=how, forceable=forceable):
+            kind: type[domain.CardRefused | domain.CardLeft]
+            kind = domain.CardRefused if how is Decline.REFUSED else domain.CardLeft
+            return kind(seat=seat, card=format_card(card), forceable=forceable)
         case game_events.ForceDemanded(seat=seat):
             return domain.ForceDemanded(seat=seat)
         case game_events.ForceWaived(seat=seat):

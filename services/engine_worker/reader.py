@@ -35,7 +35,7 @@ from services.log import get_logger
 from services.store.client import as_text
 from services.store.keys import KeySpace
 from services.store.outage import OUTAGE_ERRORS, Outage
-from services.store.stream_watch import StreamWatch, answered, master_of, xreadgroup_on
+from services.store.stream_watch import StreamWatch, answered, xreadgroup_on
 
 GROUP = "engine"
 """The consumer group of the engine workers on every command stream."""
@@ -227,8 +227,7 @@ class ShardStreamsSubscriber(StreamBatchSubscriber):
             for stream in streams:
                 if ends is not None:
                     pipe.xrevrange(stream, "+", "-", count=1)
-                node = master_of(client, stream)
-                xreadgroup_on(pipe, node, self._group, self._consumer, stream, count)
+                xreadgroup_on(client, self._group, self._consumer, stream, count, sender=pipe)
             replies = await pipe.execute(raise_on_error=False)
         if ends is None:
             return answered(replies)

@@ -22,7 +22,7 @@ from redis.exceptions import RedisError
 from redis.typing import KeyT, StreamIdT
 
 from services.store.keys import KeySpace, results_channel
-from services.store.stream_watch import master_of, xread_on
+from services.store.stream_watch import xread_on
 
 
 class FeedReader(Protocol):
@@ -81,8 +81,7 @@ class FeedWatch:
                 reply: Any
                 if cluster:
                     ((feed, start),) = after.items()
-                    node = master_of(self.client, feed)
-                    reply = await xread_on(self.client, node, feed, start, 1000, self.block_ms)
+                    reply = await xread_on(self.client, feed, start, 1000, self.block_ms)
                 else:
                     reply = await self.client.xread(after, count=1000, block=self.block_ms)
             except (RedisError, OSError):

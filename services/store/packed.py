@@ -66,10 +66,10 @@ async def exchange(connection: Any, calls: Sequence[Call]) -> list[Any]:
     try:
         await connection.send_packed_command(b"".join(pack_command(c) for c in calls))
         replies: list[Any] = []
-        buffered = _buffered(connection)
+        buffered, push = _buffered(connection)
         while len(replies) < len(calls):
             reply = _NOT_ENOUGH_DATA if buffered is None else buffered.gets()
-            while reply is not _NOT_ENOUGH_DATA and _is_push(connection, reply):
+            while push is not None and isinstance(reply, push):  # a RESP3 push, not a reply
                 await connection._parser.handle_push_response(reply)  # as read_response does
                 reply = buffered.gets()
             if reply is _NOT_ENOUGH_DATA:
@@ -88,19 +88,14 @@ async def exchange(connection: Any, calls: Sequence[Call]) -> list[Any]:
     return replies
 
 
-def _buffered(connection: Any) -> Any:
+def _buffered(connection: Any) -> tuple[Any, Any]:
     """The hiredis reader of ``connection`` (error replies come out of it as exception objects,
-    as redis-py reads them), or None: then every reply goes through redis-py."""
-    if _NOT_ENOUGH_DATA is None:
-        return None
+    as redis-py reads them) and the type of its RESP3 pushes (None: no pushes); no reader:
+    every reply goes through redis-py."""
     parser = getattr(connection, "_parser", None)
-    return getattr(parser, "_reader", None) if isinstance(parser, _AsyncHiredisParser) else None
-
-
-def _is_push(connection: Any, reply: Any) -> bool:
-    """Whether ``reply`` is a RESP3 push (a notification between replies, not a reply)."""
-    push = getattr(connection._parser, "_hiredis_PushNotificationType", None)
-    return push is not None and isinstance(reply, push)
+    if _NOT_ENOUGH_DATA is None or not isinstance(parser, _AsyncHiredisParser):
+        return None, None
+    return parser._reader, getattr(parser, "_hiredis_PushNotificationType", None)
 
 
 async def send_packed(client: Any, calls: Sequence[Call]) -> list[Any]:

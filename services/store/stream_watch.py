@@ -34,15 +34,27 @@ def master_of(client: Any, stream: Any) -> Any:
         return None
 
 
-def _routed(node: Any) -> dict[str, Any]:
-    return {} if node is None else {"target_nodes": node}
+def _on_master(client: Any, sender: Any, stream: Any, *command: Any) -> Any:
+    """Send ``command`` by ``sender`` (``client`` itself, or its pipeline) to the master of
+    ``stream`` as ``client``'s slot table has it; where it does not know, routed as redis-py
+    routes it."""
+    node = master_of(client, stream)
+    routed = {} if node is None else {"target_nodes": node}
+    return (client if sender is None else sender).execute_command(*command, **routed)
 
 
 def xread_on(
-    sender: Any, node: Any, stream: Any, after: Any, count: int, block_ms: int | None = None
+    client: Any,
+    stream: Any,
+    after: Any,
+    count: int,
+    block_ms: int | None = None,
+    *,
+    sender: Any = None,
 ) -> Any:
-    """``XREAD [COUNT] [BLOCK] STREAMS stream after`` on a cluster client or its pipeline, sent
-    to ``node`` (:func:`master_of`); the reply as redis-py's ``xread`` gives it.
+    """``XREAD [COUNT] [BLOCK] STREAMS stream after`` on a cluster client (or, with ``sender``,
+    its pipeline), sent to the stream's master (:func:`master_of`); the reply as redis-py's
+    ``xread`` gives it.
 
     redis-py finds the keys of a command whose keys move (``XREAD``, ``XREADGROUP``) by asking
     Redis (``COMMAND GETKEYS``): a round trip a command before the command itself, awaited one
@@ -50,20 +62,19 @@ def xread_on(
     ``MOVED``; redis-py then routes the retry by the keys, as before.
     """
     block = () if block_ms is None else (b"BLOCK", str(block_ms))
-    return sender.execute_command(
-        "XREAD", b"COUNT", str(count), *block, b"STREAMS", stream, after, **_routed(node)
+    return _on_master(
+        client, sender, stream, "XREAD", b"COUNT", str(count), *block, b"STREAMS", stream, after
     )
 
 
 def xreadgroup_on(
-    sender: Any, node: Any, group: str, consumer: str, stream: Any, count: int | None
+    client: Any, group: str, consumer: str, stream: Any, count: int | None, *, sender: Any = None
 ) -> Any:
-    """``XREADGROUP GROUP group consumer [COUNT count] STREAMS stream >``, sent to ``node`` as
-    :func:`xread_on` sends its read."""
+    """``XREADGROUP GROUP group consumer [COUNT count] STREAMS stream >``, sent to the stream's
+    master as :func:`xread_on` sends its read."""
     counted = () if count is None else (b"COUNT", str(count))
-    return sender.execute_command(
-        "XREADGROUP", b"GROUP", group, consumer, *counted, b"STREAMS", stream, ">", **_routed(node)
-    )
+    command = ("XREADGROUP", b"GROUP", group, consumer, *counted, b"STREAMS", stream, ">")
+    return _on_master(client, sender, stream, *command)
 
 
 class StreamWatch:
@@ -107,8 +118,7 @@ class StreamWatch:
 
     async def _watch(self, stream: str, entry_id: str, block_ms: int) -> bool:
         try:
-            node = master_of(self.client, stream)
-            reply = await xread_on(self.client, node, stream, entry_id, 1, block_ms)
+            reply = await xread_on(self.client, stream, entry_id, 1, block_ms)
         except RedisError:
             await asyncio.sleep(min(block_ms, 100) / 1000)  # a node away: no busy loop
             raise
@@ -129,7 +139,7 @@ async def xread_each(client: Any, streams: Mapping[str, str], count: int) -> lis
     the replies of the streams that had entries, as one multi-stream ``XREAD`` gives them."""
     async with client.pipeline(transaction=False) as pipe:
         for stream, entry_id in streams.items():
-            xread_on(pipe, master_of(client, stream), stream, entry_id, count)
+            xread_on(client, stream, entry_id, count, sender=pipe)
         replies = await pipe.execute(raise_on_error=False)
     return answered(replies)
 

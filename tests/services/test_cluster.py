@@ -41,7 +41,6 @@ from services.store.shard_leases import heartbeat, registry_key
 from services.store.stream_watch import (
     StreamWatch,
     answered,
-    master_of,
     xread_each,
     xreadgroup_on,
 )
@@ -236,7 +235,7 @@ async def test_stream_reads_on_a_cluster_go_to_their_master_without_asking_for_k
         read = answered_tables(await xread_each(client, dict.fromkeys(feeds, "0-0"), 10))
         async with client.pipeline(transaction=False) as pipe:
             for feed in feeds:
-                xreadgroup_on(pipe, master_of(client, feed), "g", "c1", feed, 10)
+                xreadgroup_on(client, "g", "c1", feed, 10, sender=pipe)
             grouped = answered_tables(answered(await pipe.execute()))
         ends = {feed: "$" for feed in feeds}
 

@@ -49,11 +49,11 @@ async def test_many_replies_read_from_the_buffer_equal_those_read_one_by_one(
     calls.append(("HGETALL", small))
     connection = await redis_client.connection_pool.get_connection()
     try:  # the buffer is there to read from (hiredis: a dependency of the project)
-        assert _buffered(connection) is not None
+        assert _buffered(connection)[0] is not None
     finally:
         await redis_client.connection_pool.release(connection)
     buffered = await send_packed(redis_client, calls)
-    monkeypatch.setattr("services.store.packed._buffered", lambda connection: None)
+    monkeypatch.setattr("services.store.packed._buffered", lambda connection: (None, None))
     one_by_one = await send_packed(redis_client, calls)
     assert len(buffered) == len(calls) == len(one_by_one)
     for got, expected in zip(buffered, one_by_one, strict=True):
