@@ -216,6 +216,8 @@ def _play_as_a_human_until_the_clock_moves(base: str, port: int) -> None:
     open the WebSocket, send a command on it, then wait for the clock to act for the seat."""
     body = {"bots": {"1": "greedy"}, "deals": 1, "turn_seconds": 5}
     table_id = _http("POST", f"{base}/tables", body)["table_id"]
+    lobby = _http("GET", f"{base}/tables")  # the lobby's page, as a player finds the table
+    assert table_id in [row["table_id"] for row in lobby["tables"]], lobby
     seat = _http("POST", f"{base}/tables/{table_id}/join", {"name": "ana"})
     token = seat["token"]
     view = _http("GET", f"{base}/tables/{table_id}/view?min_version={seat['version']}", token=token)
