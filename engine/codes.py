@@ -157,8 +157,8 @@ class Code(StrEnum):
         "http/error", 400, None, "another HTTP error of the framework, with its own status")
     GATEWAY_ERROR = (
         "gateway/error", 500, 4500,
-        "a fault of the gateway itself, logged as `ws_failed`: the socket closes (reconnect "
-        "with `after`)")
+        "a fault of the gateway itself, logged as `http_failed` (a request) or `ws_failed` (a "
+        "socket, which closes: reconnect with `after`)")
     # --- the rules (engine.errors) ------------------------------------------------------------
     ENGINE_ERROR = ("engine/error", 409, None, "the rules engine refuses the command")
     NOTATION_INVALID = (

@@ -120,7 +120,8 @@ _HTTP_CODES = {
 
 
 def install(app: FastAPI) -> None:
-    """Answer ApiError, FastAPI's validation errors and Starlette's HTTP errors in one shape."""
+    """Answer ApiError, FastAPI's validation errors, Starlette's HTTP errors, the store's
+    failures and any other exception (``gateway/error``) in one shape."""
 
     async def api_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)
@@ -150,8 +151,17 @@ def install(app: FastAPI) -> None:
     async def store_failed(_: Request, exc: Exception) -> JSONResponse:
         return store_error(exc).response()
 
+    async def gateway_failed(_: Request, exc: Exception) -> JSONResponse:
+        # Anything else is a fault of the gateway (or a refusal Redis gives from inside a
+        # script, which comes as a plain ResponseError): logged, and answered in the one shape.
+        from services.log import get_logger
+
+        get_logger("gateway").error("http_failed", error=repr(exc))
+        return ApiError(Code.GATEWAY_ERROR, "the gateway failed this request").response()
+
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     for failure in STORE_ERRORS:  # an outage, a refusal: in the one shape, not a plain-text 500
         app.add_exception_handler(failure, store_failed)
+    app.add_exception_handler(Exception, gateway_failed)  # the last resort: 500, not plain text

@@ -420,6 +420,26 @@ def test_the_committed_asyncapi_document_is_current() -> None:
     assert refs <= set(document["components"]["schemas"])
 
 
+async def test_a_fault_of_the_gateway_answers_500_in_the_one_shape(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Redis refusal from inside a script is a plain ResponseError (the lobby's page under a
+    Redis user without ZRANGE answered a plain-text 500): now ``gateway/error`` in JSON."""
+    from redis.exceptions import ResponseError
+
+    async def refused(*args: object, **kwargs: object) -> object:
+        raise ResponseError("The user executing the script can't run this command")
+
+    monkeypatch.setattr("services.lobby.listing.page", refused)
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://g") as client:
+            response = await client.get("/tables")
+    assert response.status_code == 500, response.text
+    assert response.json()["ok"] is False and response.json()["code"] == "gateway/error"
+
+
 async def test_reads_during_a_redis_outage_answer_503_with_retry_after(tmp_path: Path) -> None:
     """Issue 18 (1d): with Redis stopped, GET /tables/{id} and /view answered a plain-text 500;
     now the documented JSON error, 503 and Retry-After, as /readyz says too."""
