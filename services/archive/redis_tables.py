@@ -40,14 +40,17 @@ EXPORT_LUA = (
 local head = redis.call('HMGET', KEYS[1], 'version', 'hash', 'status')
 local out = {head[1] or '', head[2] or '', head[3] or ''}
 out[4] = pack_entries(redis.call('XRANGE', KEYS[2], '-', '+'))
-out[5] = redis.call('HGETALL', KEYS[3])
-for k = 4, #KEYS do out[k + 2] = redis.call('GET', KEYS[k]) or '' end
+local secrets = redis.call('HGETALL', KEYS[3])
+for _, v in ipairs(redis.call('HGETALL', KEYS[4])) do secrets[#secrets + 1] = v end
+out[5] = secrets
+for k = 5, #KEYS do out[k + 1] = redis.call('GET', KEYS[k]) or '' end
 return out
 """
 )
-"""Reads one whole table: KEYS head, events, secret, then the view parts (``STORED_PARTS``).
-Returns {version, hash, status ('' when absent), the packed events (``READ_LUA``'s framing),
-the secret hash as a flat list, one value per view key ('' when absent)}."""
+"""Reads one whole table: KEYS head, events, secret hash, token digests, then the view parts
+(``STORED_PARTS``).  Returns {version, hash, status ('' when absent), the packed events
+(``READ_LUA``'s framing), the secret hash then the token digests as one flat list (a digest in
+both: the tokens hash's last), one value per view key ('' when absent)}."""
 
 DELETE_LUA = """#!lua
 local head = redis.call('HMGET', KEYS[1], 'version', 'hash')
@@ -70,7 +73,8 @@ went)."""
 
 def table_keys(keys: KeySpace, table_id: str) -> list[str]:
     """KEYS of :data:`DELETE_LUA` for a table: head, index, timers, timer versions, then its
-    events, secret hash, command ids and every view part (stored and retired)."""
+    events, secret hash, token digests, command ids and every view part (stored and
+    retired)."""
     shard = keys.shard_of(table_id)
     timers = keys.timers(shard)
     parts = (*STORED_PARTS, *RETIRED_PARTS)
@@ -81,15 +85,18 @@ def table_keys(keys: KeySpace, table_id: str) -> list[str]:
         f"{timers}:v",  # the turn clock's versions (services.followers.turn_clock)
         keys.events(table_id),
         keys.secret(table_id),
+        keys.tokens(table_id),
         keys.command_ids(table_id),
         *(keys.table_view(table_id, part) for part in parts),
     ]
 
 
 def export_keys(keys: KeySpace, table_id: str) -> list[str]:
-    """KEYS of :data:`EXPORT_LUA` for a table: head, events, secret hash, view parts."""
+    """KEYS of :data:`EXPORT_LUA` for a table: head, events, secret hash, token digests, view
+    parts."""
     views = [keys.table_view(table_id, part) for part in STORED_PARTS]
-    return [keys.head(table_id), keys.events(table_id), keys.secret(table_id), *views]
+    head, events = keys.head(table_id), keys.events(table_id)
+    return [head, events, keys.secret(table_id), keys.tokens(table_id), *views]
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from services.store.keys import results_channel, views_channel
 from services.store.outage import OUTAGE_ERRORS, Outage, connect_when_up
 from services.store.redis_store import RedisEventStore
 from services.store.shard_leases import ShardLeases
+from services.store.token_digests import move_token_digests
 from services.tables.service import CommandResult, TableService
 from services.tables.table import Table
 from services.tables.tokens import SeatTokens, load_secret
@@ -147,6 +148,7 @@ class EngineWorker:
                 self._service = await self._build_service()
                 self._loop = self._build_loop(self._service)
                 await self.create_groups()
+                await move_token_digests(self.client, settings.keys, self.log)
                 await self.leases.heartbeat()
                 break
             except OUTAGE_ERRORS as error:

@@ -27,8 +27,9 @@ from services.gateway import metrics
 from services.gateway.errors import ApiError, from_contract
 from services.gateway.rate_limit import RateLimits
 from services.lru import Lru
+from services.store.client import as_text
 from services.store.keys import KeySpace
-from services.tables.table import SEED_KEY, TOKEN_KEY
+from services.tables.table import TOKEN_KEY
 from services.tables.tokens import SeatTokens, hash_token, token_matches
 
 SEATS = (0, 1)
@@ -50,6 +51,8 @@ _TABLE_ID = re.compile(TABLE_ID_PATTERN)
 _COMMAND_ID = re.compile(COMMAND_ID_PATTERN)
 _BASE32 = "abcdefghijklmnopqrstuvwxyz234567"
 _CHALLENGE = {"WWW-Authenticate": "Bearer"}
+_DEALT = frozenset({"playing", "over"})
+"""Head statuses of a table that has dealt: its seats' tokens no longer change."""
 
 
 class Admission:
@@ -216,8 +219,9 @@ class Admission:
         """Return the seat whose token ``token`` is on the table, None when it is no seat's.
 
         A seat's token hash changes only when its player leaves the seat, which is possible
-        only before the first deal: a match is remembered once the table has dealt (its
-        secret hash holds ``seed:1``, whose presence alone is asked, never its value).
+        only before the first deal: a match is remembered once the table has dealt (its head's
+        status is ``playing`` or ``over``).  The digests are the table's tokens hash, apart from
+        its seeds, which the gateway never reads (``docs/deploy.md``, "Redis users").
         """
         key = (table_id, hash_token(token))
         seat = self._seats.recall(key)
@@ -225,9 +229,10 @@ class Admission:
             return seat
         fields = [TOKEN_KEY.format(seat=s) for s in SEATS]
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.hmget(self.keys.secret(table_id), fields)
-            pipe.hexists(self.keys.secret(table_id), SEED_KEY.format(number=1))
-            stored, dealt = await pipe.execute()
+            pipe.hmget(self.keys.tokens(table_id), fields)
+            pipe.hget(self.keys.head(table_id), "status")
+            stored, status = await pipe.execute()
+        dealt = status is not None and as_text(status) in _DEALT
         if self.archived is not None and all(raw is None for raw in stored):
             table = self.archived.table(table_id)  # a finished table that left Redis
             if table is not None:

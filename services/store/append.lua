@@ -6,12 +6,15 @@ KEYS[1] head     hash: version, hash (hex), status
 KEYS[2] events   stream, ids <version>-1, fields b (compact canonical JSON), h (raw sha256)
 KEYS[3] feed     shard feed stream, fields t (table), f (first version), l (last version)
 KEYS[4] cmdids   the table's hash: "<command id>" -> "<first> <last> <result>"
-KEYS[5] secret   hash: caller's secrets, HSET in the same step
+KEYS[5] secret   hash: the caller's secrets but the token digests (the deal seeds), HSET
+                 in the same step
 KEYS[6] legacy   the shard's hash "<table>|<command id>" -> the same, where older stores
                  recorded command ids: read, never written
 KEYS[7] sealed   the shard's sorted set of finished tables (table id, score: finish time ms),
                  ZADD NX when an append sets the status 'over'; the archiver's index
-KEYS[8..]        the table's view parts (strings), SET when events are appended
+KEYS[8] tokens   hash: the caller's secrets whose field starts with 'token:' (seat-token
+                 digests), HSET in the same step
+KEYS[9..]        the table's view parts (strings), SET when events are appended
 
 ARGV[1]  table id            ARGV[2]  command id
 ARGV[3]  expected version    ARGV[4]  expected head hash (hex)
@@ -104,16 +107,22 @@ if ARGV[8] == 'over' then
 end
 local ns = tonumber(ARGV[10])
 if ns > 0 then
-  local kv = {}
-  for j = 1, 2 * ns do kv[j] = ARGV[i + j - 1] end
-  redis.call('HSET', KEYS[5], unpack(kv))
+  local seeds, tokens = {}, {}
+  for j = i, i + 2 * ns - 1, 2 do
+    local kv = seeds
+    if string.sub(ARGV[j], 1, 6) == 'token:' then kv = tokens end
+    kv[#kv + 1] = ARGV[j]
+    kv[#kv + 1] = ARGV[j + 1]
+  end
+  if #seeds > 0 then redis.call('HSET', KEYS[5], unpack(seeds)) end
+  if #tokens > 0 then redis.call('HSET', KEYS[8], unpack(tokens)) end
 end
-if n > 0 and #KEYS > 7 then
+if n > 0 and #KEYS > 8 then
   -- Views are derived data, as the projector's: to replicas, not into the AOF (after a
   -- restart they are as of the last rewrite, and the projector folds the feed from there).
   redis.set_repl(redis.REPL_REPLICA)
   local v = i + 2 * ns
-  for k = 8, #KEYS do
+  for k = 9, #KEYS do
     redis.call('SET', KEYS[k], ARGV[v])
     v = v + 1
   end

@@ -361,10 +361,11 @@ class EventStore(abc.ABC):
 
     @abc.abstractmethod
     async def secrets(self, table_id: str) -> dict[str, str]:
-        """The table's secret hash (as written by appends)."""
+        """The table's secrets as appends wrote them: its deal seeds and seat-token digests
+        (the Redis store keeps the two in separate keys)."""
 
     async def secrets_many(self, table_ids: Sequence[str]) -> dict[str, dict[str, str]]:
-        """The secret hash of each table (:meth:`secrets` of each, at once where it can)."""
+        """The secrets of each table (:meth:`secrets` of each, at once where it can)."""
         return {t: await self.secrets(t) for t in table_ids}
 
     async def seal(self, table_id: str) -> None:

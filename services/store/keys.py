@@ -161,8 +161,15 @@ class KeySpace:
         return self.table_key(table_id, "head")
 
     def secret(self, table_id: str) -> str:
-        """The table's secret hash (written only atomically with an append)."""
+        """The table's secret hash: its deal seeds, ``seed:<n>`` (written only atomically with
+        an append).  Stores before :meth:`tokens` kept the token digests here too."""
         return self.table_key(table_id, "secret")
+
+    def tokens(self, table_id: str) -> str:
+        """The table's hash of seat-token digests, ``token:<seat>`` (written only atomically
+        with an append): apart from the seeds, so that the gateway, which checks tokens, need
+        not be able to read a seed (``docs/deploy.md``, "Redis users")."""
+        return self.table_key(table_id, "tokens")
 
     def command_ids(self, table_id: str) -> str:
         """The table's processed command ids: hash :func:`command_key` → ``<first> <last>
@@ -209,6 +216,11 @@ class KeySpace:
         """``<ns>:{lobby}:<part>``: a key of the lobby (``waiting``, ``running``, ``rows``), all
         in one slot of their own (``services/lobby/listing.py``)."""
         return f"{self.ns}:{{lobby}}:{part}"
+
+    def layout(self) -> str:
+        """``<ns>:layout``: a hash of the changes of key layout done on every table of the
+        namespace (``services/store/token_digests.py``)."""
+        return f"{self.ns}:layout"
 
     def cmdid_field(self, table_id: str, command_id: str) -> str:
         """The field of a command in the shard's :meth:`cmdids`: ``<table>|<command id>``."""

@@ -92,9 +92,15 @@ def _head(reply: list[bytes | None]) -> Head:
     )
 
 
-def _secrets(raw: Mapping[Any, Any]) -> dict[str, str]:
-    """A secret hash from its ``HGETALL``."""
-    return {_b(k).decode("utf-8"): _b(v).decode("utf-8") for k, v in raw.items()}
+def _secrets(seeds: Mapping[Any, Any], tokens: Mapping[Any, Any]) -> dict[str, str]:
+    """A table's secrets from the ``HGETALL`` of its secret hash and of its token digests (a
+    digest a store kept in the secret hash before :meth:`KeySpace.tokens` gives way to one in
+    the tokens hash)."""
+    return {
+        _b(k).decode("utf-8"): _b(v).decode("utf-8")
+        for raw in (seeds, tokens)
+        for k, v in raw.items()
+    }
 
 
 def _finish_time(r: AppendRequest) -> int:
@@ -161,6 +167,7 @@ class RedisEventStore(EventStore):
             prefix + "secret",
             legacy,
             sealed,
+            prefix + "tokens",
         ]
         encoded = prepare_encoded(
             table_id, r.expected_version, expected_hash, r.events, encode_body
@@ -392,16 +399,17 @@ class RedisEventStore(EventStore):
         return None if raw is None else raw.split(b" ", 2)[2]
 
     async def secrets(self, table_id: str) -> dict[str, str]:
-        raw = await self.client.hgetall(self.keys.secret(table_id))
-        return _secrets(raw)
+        return (await self.secrets_many([table_id]))[table_id]
 
     async def secrets_many(self, table_ids: Sequence[str]) -> dict[str, dict[str, str]]:
-        """The secret hash of each table, one pipeline of ``HGETALL``s."""
+        """The secrets of each table (its seeds and token digests), one pipeline of
+        ``HGETALL``s."""
         async with self.client.pipeline(transaction=False) as pipe:
             for table_id in table_ids:
                 pipe.hgetall(self.keys.secret(table_id))
+                pipe.hgetall(self.keys.tokens(table_id))
             replies = await pipe.execute()
-        return {t: _secrets(raw) for t, raw in zip(table_ids, replies, strict=True)}
+        return {t: _secrets(replies[2 * i], replies[2 * i + 1]) for i, t in enumerate(table_ids)}
 
     async def seal(self, table_id: str) -> None:
         """Rewrite the table's stream with exact-size nodes (DUMP + RESTORE, one script)."""

@@ -360,6 +360,7 @@ def test_the_gateway_cannot_append_delete_or_write(deployment: Deployment) -> No
             keys.secret(table),
             keys.cmdids(shard),
             keys.sealed(shard),
+            keys.tokens(table),
         ]
         refused = [
             lambda: gateway.evalsha(sha, len(append_keys), *append_keys, table, "c1", 1, "0" * 64),
@@ -373,6 +374,9 @@ def test_the_gateway_cannot_append_delete_or_write(deployment: Deployment) -> No
             lambda: gateway.xrange(keys.cmd(shard)),  # it queues commands, reads none
             lambda: gateway.publish("cq:results", "x"),
             lambda: gateway.flushall(),
+            lambda: gateway.hgetall(keys.secret(table)),  # the seeds: never the gateway's
+            lambda: gateway.hget(keys.secret(table), "seed:1"),
+            lambda: gateway.hset(keys.tokens(table), "token:0", "x"),
         ]
         for attempt in refused:
             with pytest.raises(redis.exceptions.NoPermissionError):
@@ -380,6 +384,7 @@ def test_the_gateway_cannot_append_delete_or_write(deployment: Deployment) -> No
         # ... and what it is there for still works
         assert gateway.xadd(keys.cmd(shard), {"c": "{}", "s": "", "r": "0"})
         assert gateway.hmget(keys.head(table), ["version"]) == [b"1"]
+        assert gateway.hmget(keys.tokens(table), ["token:0", "token:1"]) == [None, None]
         assert len(engine.xrange(keys.events(table))) == 1  # nothing was written
         assert engine.hget(keys.head(table), "version") == b"1"
     finally:

@@ -129,6 +129,31 @@ async def test_create_is_idempotent_by_command_id(stack: Stack) -> None:
     assert second.json() == {**first.json(), "duplicate": True}
 
 
+async def test_a_seat_joined_on_an_older_store_keeps_its_token_after_the_upgrade(
+    redis_client: Redis, settings: Settings
+) -> None:
+    """Stores before the tokens hash kept a seat's token digest in the secret hash, which the
+    gateway no longer reads: the upgraded service's engine worker moves it as it starts, and the
+    seat's token is taken again."""
+    keys = settings.keys
+    async with Stack(settings) as stack:
+        await stack.create(table_id="older", deals=1)
+        seat = await stack.join("older", "Ana")
+    digest = await redis_client.hget(keys.tokens("older"), "token:0")
+    assert digest == hash_token(seat.token).encode()
+    await redis_client.delete(keys.tokens("older"))  # the table as an older store kept it
+    await redis_client.hset(keys.secret("older"), "token:0", digest)
+    await redis_client.delete(keys.layout())
+    async with Stack(settings) as stack:  # the upgraded service
+        response = await stack.http.get("/tables/older/view", headers=seat.headers)
+        assert response.status_code == 200, response.text
+        assert response.json()["seat"] == 0
+        wrong = await stack.http.get("/tables/older/view", headers={"Authorization": "Bearer x"})
+        assert wrong.status_code == 401
+    assert await redis_client.hgetall(keys.tokens("older")) == {b"token:0": digest}
+    assert await redis_client.hgetall(keys.secret("older")) == {}
+
+
 async def test_join_returns_a_token_whose_hash_alone_is_stored(
     stack: Stack, redis_client: Redis, settings: Settings
 ) -> None:
@@ -140,9 +165,10 @@ async def test_join_returns_a_token_whose_hash_alone_is_stored(
     body = response.json()
     assert body["seat"] == 0 and body["command_id"] == "my-join-key-1"
     token = body["token"]
-    secret = await redis_client.hgetall(settings.keys.secret("tok"))
-    stored = {k.decode(): v.decode() for k, v in secret.items()}
+    digests = await redis_client.hgetall(settings.keys.tokens("tok"))
+    stored = {k.decode(): v.decode() for k, v in digests.items()}
     assert stored == {"token:0": hash_token(token)}
+    assert await redis_client.hgetall(settings.keys.secret("tok")) == {}  # no seed yet
     assert token.encode() not in await values(redis_client, settings.namespace)
 
     again = await stack.http.post(

@@ -25,6 +25,7 @@ def test_key_names() -> None:
     assert ks.events("t1") == f"cq:{tag}:t:t1:ev"
     assert ks.head("t1") == f"cq:{tag}:t:t1:head"
     assert ks.secret("t1") == f"cq:{tag}:t:t1:secret"
+    assert ks.tokens("t1") == f"cq:{tag}:t:t1:tokens"
     assert ks.command_ids("t1") == f"cq:{tag}:t:t1:cmdids"
     assert ks.feed(s) == f"cq:{tag}:feed"
     assert ks.cmdids(s) == f"cq:{tag}:cmdids"
@@ -35,6 +36,7 @@ def test_key_names() -> None:
     assert ks.table_view("t1", "seat", "0") == f"cq:{tag}:view:t1:seat:0"
     assert ks.shard_key(s, "x", "y") == f"cq:{tag}:x:y"
     assert ks.cmdid_field("t1", "c1") == "t1|c1"
+    assert ks.layout() == "cq:layout"
     assert KeySpace(shards=200).tag(150) == "{s150}"
 
 
@@ -42,7 +44,8 @@ def test_all_keys_of_a_table_share_one_slot() -> None:
     ks = KeySpace("cq", 16)
     for t in ("a", "b", "table-77", "01JD7Q3KXW4N8ZC5T2M9PBVHRA"):
         s = ks.shard_of(t)
-        keys = [ks.events(t), ks.head(t), ks.secret(t), ks.command_ids(t), ks.feed(s)]
+        keys = [ks.events(t), ks.head(t), ks.secret(t), ks.tokens(t), ks.command_ids(t)]
+        keys += [ks.feed(s)]
         keys += [ks.cmdids(s), ks.timers(s)]
         assert len({key_slot(k.encode()) for k in keys}) == 1
 

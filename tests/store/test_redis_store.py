@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import redis.asyncio
+import structlog
 from redis.crc import key_slot
 from store_helpers import new_command_id, typical_body
 
@@ -16,6 +17,7 @@ from events.chain import GENESIS_HASH, canonical_json, verify_chain
 from services.store import AppendRequest, KeySpace, RedisEventStore, VersionConflict
 from services.store.redis_store import APPEND_LUA, READ_LUA, command_record
 from services.store.scripts import ReadOnlyScript
+from services.store.token_digests import move_token_digests
 
 pytestmark = pytest.mark.redis
 
@@ -149,6 +151,58 @@ async def test_a_command_id_in_the_shards_hash_of_older_stores_is_still_a_duplic
     assert await command_record(redis_client, ks, "t1", "c1") == b"1 1 FIRST"
     assert await command_record(redis_client, ks, "t1", "other") is None
     assert not await redis_client.exists(ks.command_ids("t1"))  # nothing written anew
+
+
+async def test_token_digests_go_to_their_own_hash_and_seeds_stay_in_the_secret_hash(
+    rstore: RedisEventStore, redis_client: redis.asyncio.Redis
+) -> None:
+    """A reader of token digests (the gateway) needs no access to the seeds: an append's
+    ``token:`` secrets go to the tokens hash, the others to the secret hash; ``secrets`` gives
+    both, a digest of the tokens hash before one an older store kept in the secret hash."""
+    ks = rstore.keys
+    first = await rstore.append(
+        "t1", 0, GENESIS_HASH, "c1", [typical_body(0)],
+        secrets={"token:0": "d0", "seed:1": "s1", "token:1": "d1"},
+    )  # fmt: skip
+    assert await redis_client.hgetall(ks.secret("t1")) == {b"seed:1": b"s1"}
+    assert await redis_client.hgetall(ks.tokens("t1")) == {b"token:0": b"d0", b"token:1": b"d1"}
+    await rstore.append("t1", 1, first.last_hash, "c2", [], secrets={"token:1": ""})  # a leave
+    assert await redis_client.hgetall(ks.tokens("t1")) == {b"token:0": b"d0", b"token:1": b""}
+    await redis_client.hset(ks.secret("t1"), mapping={"token:0": "old", "token:2": "legacy"})
+    assert await rstore.secrets("t1") == {
+        "seed:1": "s1", "token:0": "d0", "token:1": "", "token:2": "legacy"
+    }  # fmt: skip
+    assert await rstore.secrets_many(["t1", "none"]) == {
+        "t1": await rstore.secrets("t1"), "none": {}
+    }  # fmt: skip
+
+
+async def test_older_stores_token_digests_move_once_to_their_own_hash(
+    rstore: RedisEventStore, redis_client: redis.asyncio.Redis
+) -> None:
+    """At an engine worker's start the digests a store kept in the secret hash move to the
+    tokens hash, once: a digest already there (newer) stays, the seeds stay, and the layout
+    mark makes a later run skip the scan."""
+    ks = rstore.keys
+    for t in ("t1", "t2", "t3"):
+        await rstore.append(t, 0, GENESIS_HASH, "c1", [typical_body(0)], secrets={"seed:1": t})
+    await redis_client.hset(ks.secret("t1"), mapping={"token:0": "a0", "token:1": "a1"})
+    await redis_client.hset(ks.secret("t2"), mapping={"token:0": "stale"})
+    await redis_client.hset(ks.tokens("t2"), mapping={"token:0": "newer"})
+    log = structlog.get_logger()
+    assert await move_token_digests(redis_client, ks, log) == 3
+    assert await redis_client.hgetall(ks.secret("t1")) == {b"seed:1": b"t1"}
+    assert await redis_client.hgetall(ks.tokens("t1")) == {b"token:0": b"a0", b"token:1": b"a1"}
+    assert await redis_client.hgetall(ks.secret("t2")) == {b"seed:1": b"t2"}
+    assert await redis_client.hgetall(ks.tokens("t2")) == {b"token:0": b"newer"}
+    assert await redis_client.hgetall(ks.tokens("t3")) == {}
+    assert await redis_client.hget(ks.layout(), "tokens") == b"1"
+    await redis_client.hset(ks.secret("t3"), "token:0", "after the mark")
+    assert await move_token_digests(redis_client, ks, log) == 0  # marked: no scan
+    assert await redis_client.hget(ks.secret("t3"), "token:0") == b"after the mark"
+    await redis_client.hdel(ks.layout(), "tokens")
+    assert await move_token_digests(redis_client, ks, log) == 1  # unmarked: runs again
+    assert await redis_client.hgetall(ks.tokens("t3")) == {b"token:0": b"after the mark"}
 
 
 async def test_noscript_is_recovered(redis_client: redis.asyncio.Redis, redis_ns: str) -> None:
