@@ -46,10 +46,16 @@ fi
 # ACL file beside nodes.conf with the digests of the CONQUIAN_REDIS_PASSWORD_<USER> passwords
 # (it refuses to, and the node does not start, when one is missing).  Every node of a cluster
 # needs the same users: a client that follows MOVED to another node authenticates there again.
+# A node that is, or becomes, a replica authenticates to its master as the user `replica`:
+# masteruser and masterauth go into a file of their own, included, so that the password shows
+# in no process list.
 if [ -n "${CLUSTER_ACL_TEMPLATE:-}" ]; then
     acl="$(dirname "$conf")/users.acl"
     sh "$(dirname "$CLUSTER_ACL_TEMPLATE")/render-acl.sh" "$CLUSTER_ACL_TEMPLATE" "$acl"
-    set -- "$@" --aclfile "$acl"
+    replication="$(dirname "$conf")/replication.conf"
+    (umask 077 && printf 'masteruser replica\nmasterauth %s\n' \
+        "$CONQUIAN_REDIS_PASSWORD_REPLICA" >"$replication")
+    set -- "$@" --aclfile "$acl" --include "$replication"
 fi
 
 # The image's entrypoint (where there is one) runs Redis as the redis user when started as root.

@@ -8,7 +8,8 @@ nodes.conf made stale (what a container or pod created again sees): started plai
 never meet again; started through cluster-node.sh, which looks up each peer's announced name,
 they do.  Last, nodes started with the Redis users of Conquian (``CLUSTER_ACL_TEMPLATE``): the
 cluster is formed as the admin user (``CLUSTER_USER``, ``REDISCLI_AUTH``), and a service user
-reaches every node.
+reaches every node; with a replica a master, each replica follows its master as the user
+``replica`` and takes over when its master is killed.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ NAME = "localhost"
 """What each node announces (cluster-announce-hostname); getent resolves it to 127.0.0.1."""
 
 
-USERS = ("admin", "gateway", "engine", "projector", "bots", "clock", "archiver", "audit")
+USERS = (
+    "admin", "gateway", "engine", "projector", "bots", "clock", "archiver", "replica", "audit"
+)  # fmt: skip
 
 
 class Nodes:
@@ -118,10 +121,11 @@ class Nodes:
                 out.append(client.cluster("INFO")["cluster_state"])
         return out
 
-    def init(self, admin: bool = True) -> subprocess.CompletedProcess[str]:
+    def init(self, admin: bool = True, replicas: int = 0) -> subprocess.CompletedProcess[str]:
         # One node by address, the others by name: the script resolves names itself.
         addresses = [f"127.0.0.1:{self.ports[0]}", *(f"{NAME}:{p}" for p in self.ports[1:])]
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "CLUSTER_WAIT_SECONDS": "30"}
+        env["CLUSTER_REPLICAS"] = str(replicas)
         if self.passwords is not None and admin:
             env.update(CLUSTER_USER="admin", REDISCLI_AUTH=self.passwords["admin"])
         return subprocess.run(
@@ -236,3 +240,66 @@ def test_nodes_with_the_users_of_conquian_are_formed_as_admin(nodes_with_users: 
             gateway.set(keys[0], "{}")
     finally:
         gateway.close()
+
+
+def test_replicas_follow_and_take_over_as_the_replica_user(tmp_path: Path) -> None:
+    """Six nodes with the users of Conquian, a replica a master: every replica's link to its
+    master is up (it authenticates as ``replica``, which may only replicate), a write reaches
+    the replica, and when a master is killed its replica takes over with the write."""
+    passwords = {u: secrets.token_hex(16) for u in USERS}
+    nodes = Nodes(tmp_path, count=6, passwords=passwords)
+    try:
+        nodes.start(through_script=True)
+        formed = nodes.init(replicas=1)
+        assert formed.returncode == 0, formed.stdout + formed.stderr
+        roles = {port: _replication(nodes, port) for port in nodes.ports}
+        replicas = [port for port, info in roles.items() if info["role"] == "slave"]
+        assert len(replicas) == 3
+        deadline = time.monotonic() + 30
+        while not all(_replication(nodes, p)["master_link_status"] == "up" for p in replicas):
+            assert time.monotonic() < deadline, [_replication(nodes, p) for p in replicas]
+            time.sleep(0.2)
+        replica = replicas[0]
+        master = int(roles[replica]["master_port"])
+        key = _key_on(nodes, master)
+        with nodes.client(master) as client:
+            client.set(key, "kept")
+            assert client.wait(1, 5000) == 1  # the replica has it
+        with nodes.client(replica) as client:
+            client.execute_command("READONLY")
+            assert client.get(key) == "kept"
+        for port in nodes.ports:
+            with nodes.client(port) as client:
+                assert client.acl_log() == [], port  # nothing the replicas did was refused
+        nodes.procs[nodes.ports.index(master)].kill()
+        deadline = time.monotonic() + 30
+        while _replication(nodes, replica)["role"] != "master":
+            assert time.monotonic() < deadline, "the replica did not take over"
+            time.sleep(0.2)
+        with nodes.client(replica) as client:
+            assert client.get(key) == "kept"
+    finally:
+        nodes.stop()
+
+
+def _replication(nodes: Nodes, port: int) -> dict[str, str]:
+    with nodes.client(port) as client:
+        return {k: str(v) for k, v in client.info("replication").items()}
+
+
+def _key_on(nodes: Nodes, master: int) -> str:
+    """A key of a slot that the master on ``master`` serves."""
+    with nodes.client(master) as client:
+        for shard in range(16):
+            key = f"cq:{{s{shard:02d}}}:view:t-1:public"
+            if _serves(client, int(client.cluster("KEYSLOT", key))):
+                return key
+    raise AssertionError(f"no shard's slot on the master at {master}")
+
+
+def _serves(client: redis.Redis, slot: int) -> bool:
+    myself = client.cluster("MYID")
+    for start, end, owner, *_ in client.execute_command("CLUSTER", "SLOTS"):
+        if start <= slot <= end:
+            return bool(owner[2] == myself)
+    return False

@@ -42,7 +42,9 @@ from services.store.scripts import APPEND_LUA
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "deploy" / "redis" / "users.acl"
 RENDER = ROOT / "deploy" / "redis" / "render-acl.sh"
-USERS = ("admin", "gateway", "engine", "projector", "bots", "clock", "archiver", "audit")
+USERS = (
+    "admin", "gateway", "engine", "projector", "bots", "clock", "archiver", "replica", "audit"
+)  # fmt: skip
 SHARDS = 4
 pytestmark = pytest.mark.timeout(300)
 
@@ -405,6 +407,8 @@ def test_the_gateway_cannot_append_delete_or_write(deployment: Deployment) -> No
         ("archiver", ("XADD", "cq:{s00}:cmd", "*", "c", "x")),
         ("audit", ("SET", "cq:{s00}:view:x:public", "{}")),
         ("audit", ("DEL", "cq:{s00}:t:x:ev")),
+        ("replica", ("GET", "cq:{s00}:t:x:head")),
+        ("replica", ("KEYS", "*")),
         ("default", ("GET", "cq:{s00}:t:x:head")),
     ],
 )
