@@ -7,7 +7,6 @@ deterministic command ids and its reports of failed bots: ``docs/services.md`` (
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import time
 import traceback
@@ -45,6 +44,7 @@ from services.store.outage import OUTAGE_ERRORS, connect_when_up
 from services.store.redis_store import RedisEventStore
 from services.tables.service import TableService
 from services.tables.table import Table
+from services.tasks import cancel_and_wait
 
 FOLLOWER_NAME = "bots"
 """The name of the runner's feed checkpoints: ``<ns>:{sNN}:ckpt:bots``."""
@@ -374,9 +374,7 @@ async def run_bots(
         try:
             await follow_through_outages(follower, runner.handle, stop, log)
         finally:
-            resending.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await resending
+            await cancel_and_wait(resending)
     finally:
         await client.aclose()
         log.info("bots_runner_stopped")

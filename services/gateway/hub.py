@@ -17,6 +17,7 @@ from redis.exceptions import RedisError
 from services.gateway import metrics
 from services.store.keys import results_channel, views_channel
 from services.store.outage import MAX_PAUSE_S
+from services.tasks import cancel_and_wait
 
 Watcher = Callable[[int | None], None]
 """Called with the view version of a view hint, None for a result hint (new events), or -1
@@ -57,9 +58,7 @@ class Hub:
     async def stop(self) -> None:
         """Stop listening."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
             self._task = None
 
     async def _run(self) -> None:

@@ -7,7 +7,6 @@ Each connection gets every event it may see exactly once, in order, then its vie
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any
 
 from engine.codes import Code, close_of
@@ -18,6 +17,7 @@ from services.gateway.hub import Hub
 from services.gateway.view_reader import ViewReader
 from services.store.base import EventStore
 from services.tables.stored_parts import version_of, viewer_of
+from services.tasks import cancel_and_wait
 
 MAX_QUEUE = 2_000
 CLOSE_POLICY = 1008
@@ -118,9 +118,7 @@ class Room:
     async def stop(self) -> None:
         """Stop following the table."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
             self._task = None
 
     def poke(self, view_version: int | None) -> None:
@@ -302,9 +300,7 @@ class Rooms:
     async def close(self) -> None:
         """Stop every room and the re-checks."""
         if self._rechecks is not None:
-            self._rechecks.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._rechecks
+            await cancel_and_wait(self._rechecks)
             self._rechecks = None
         for room in list(self.rooms.values()):
             self.hub.unwatch(room.table_id, room.poke)

@@ -20,6 +20,7 @@ from services.gateway.admission import bearer, check_table_id, client_address, v
 from services.gateway.errors import STORE_ERRORS, ApiError, store_error
 from services.gateway.live import Connection
 from services.gateway.state import Gateway, gateway_of
+from services.tasks import cancel_and_wait
 
 router = APIRouter()
 
@@ -71,9 +72,8 @@ async def table_socket(
             await _refuse(websocket, fault, CLOSE_INTERNAL)
     finally:
         for task in (writer, reader):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            with contextlib.suppress(Exception):
+                await cancel_and_wait(task)
         await gateway.rooms.leave(room, connection)
         log.info("ws_close", dropped=connection.dropped, cursor=connection.cursor)
 

@@ -23,6 +23,7 @@ from redis.typing import KeyT, StreamIdT
 
 from services.store.keys import KeySpace, results_channel
 from services.store.stream_watch import xread_on
+from services.tasks import cancel_and_wait
 
 
 class FeedReader(Protocol):
@@ -69,8 +70,7 @@ class FeedWatch:
         for task in self.tasks:
             task.cancel()
         for task in self.tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
 
     async def _follow(self, after: dict[KeyT, StreamIdT]) -> None:
         """Read the feeds of ``after`` (feed → last entry read) until cancelled; on a cluster,

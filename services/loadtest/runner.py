@@ -27,6 +27,7 @@ from services.loadtest.pacing import Pacer
 from services.loadtest.play import TablePlay
 from services.loadtest.selfwatch import SelfWatch
 from services.loadtest.stats import Interval, Stats, percentile, summary_ms
+from services.tasks import cancel_and_wait
 
 ERROR_PAUSE = 1.0
 """Seconds a slot waits after a table was given up before it starts the next one."""
@@ -133,9 +134,7 @@ class Run:
                 if isinstance(ended, Exception):  # a bug, not a table given up: say so
                     self.stats.error(f"slot/{type(ended).__name__}")
                     self.log.error("slot_failed", error=repr(ended))
-            monitor.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await monitor
+            await cancel_and_wait(monitor)
             self.end.seconds = time.perf_counter() - self._started
             self._row(self.stats.cut())  # the last, partial interval
             await self.selfwatch.stop()

@@ -10,9 +10,10 @@ a CPU share near 1.0 means: fewer tables per process, or more processes (Locust 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from array import array
+
+from services.tasks import cancel_and_wait
 
 PERIOD = 0.05
 """Seconds between the probe's wake-ups."""
@@ -37,9 +38,7 @@ class SelfWatch:
     async def stop(self) -> None:
         """Stop probing."""
         if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.task
+            await cancel_and_wait(self.task)
 
     async def _probe(self) -> None:
         while True:

@@ -62,6 +62,8 @@ def children(args: argparse.Namespace, archive: bool = False) -> list[Child]:
                 str(args.port),
                 "--ws-max-size",
                 "65536",
+                "--timeout-graceful-shutdown",  # as python -m services.gateway (its serve.py)
+                "10",
                 "--no-access-log",
                 "--log-level",
                 "warning",

@@ -14,6 +14,8 @@ from typing import Any
 
 from redis.exceptions import RedisClusterException, RedisError
 
+from services.tasks import cancel_and_wait
+
 __all__ = [
     "StreamWatch",
     "answered",
@@ -130,8 +132,8 @@ class StreamWatch:
         for task in watches:
             task.cancel()
         for task in watches:
-            with contextlib.suppress(asyncio.CancelledError, RedisError):
-                await task
+            with contextlib.suppress(RedisError):
+                await cancel_and_wait(task)
 
 
 async def xread_each(client: Any, streams: Mapping[str, str], count: int) -> list[Any]:

@@ -29,6 +29,10 @@ from services.store.keys import KeySpace
 from services.store.shard_leases import lease_key
 
 ROOT = Path(__file__).resolve().parents[2]
+STOP_BOUND_S = 8.0
+"""The longest a ``conquian serve`` of the tests may take to stop after Ctrl-C: about half a
+second when every service ends by itself; 10 or more when the gateway's shutdown has to cancel
+what it still runs."""
 
 
 def delete_namespace(redis_url: str, namespace: str) -> None:
@@ -45,7 +49,11 @@ def delete_namespace(redis_url: str, namespace: str) -> None:
 @contextmanager
 def serving(redis_url: str, namespace: str, shards: int = 2, workers: int = 1) -> Iterator[str]:
     """Run ``conquian serve`` (what ``make run`` starts) on ``redis_url`` in ``namespace``, on a
-    free port; yield its base URL once the gateway is ready; stop it and unlink its keys."""
+    free port; yield its base URL once the gateway is ready; stop it and unlink its keys.
+
+    Stopped with Ctrl-C, every service must end by itself, and soon: ``serve`` kills one that
+    has not after 15 s, and the gateway cancels what it still runs after 10 (a socket's task
+    that waited for a room that never ended kept it there, after the browser tests)."""
     env = {
         **os.environ,
         "REDIS_URL": redis_url,
@@ -57,6 +65,10 @@ def serving(redis_url: str, namespace: str, shards: int = 2, workers: int = 1) -
         with ServeRun(env, free_port(), "--workers", str(workers)) as run:
             run.wait_ready()
             yield run.base
+        run.finish_reading()
+        killed = run.events("service did not stop; killing it")
+        assert killed == [], f"conquian serve had to kill {[k.get('service') for k in killed]}"
+        assert run.stop_seconds < STOP_BOUND_S, f"Ctrl-C took {run.stop_seconds:.1f} s"
     finally:
         delete_namespace(redis_url, namespace)
 
@@ -77,6 +89,8 @@ class ServeRun:
             start_new_session=True,
         )
         self.lines: list[dict[str, Any]] = []
+        self.stop_seconds = 0.0
+        """How long the process took to end after Ctrl-C (``__exit__``)."""
         self.stdout: list[str] = []
         self._lock = threading.Lock()
         self._threads = [
@@ -95,12 +109,19 @@ class ServeRun:
             with self._lock, open(dump, "a") as sink:
                 sink.writelines(json.dumps(line) + "\n" for line in self.lines)
         if self.process.poll() is None:
+            started = time.monotonic()
             os.killpg(self.process.pid, signal.SIGINT)
             try:
                 self.process.wait(60)
+                self.stop_seconds = time.monotonic() - started
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
+
+    def finish_reading(self, timeout: float = 10) -> None:
+        """Once the process has ended, wait until its last output has been read."""
+        for thread in self._threads:
+            thread.join(timeout)
 
     def _read_stderr(self) -> None:
         assert self.process.stderr is not None
