@@ -130,8 +130,10 @@ class Run:
                 loop.remove_signal_handler(signal.SIGINT)
             for task in slots:
                 task.cancel()
-            for ended in await asyncio.gather(*slots, return_exceptions=True):
-                if isinstance(ended, Exception):  # a bug, not a table given up: say so
+            for task in slots:
+                try:
+                    await cancel_and_wait(task)
+                except Exception as ended:  # a bug, not a table given up: say so
                     self.stats.error(f"slot/{type(ended).__name__}")
                     self.log.error("slot_failed", error=repr(ended))
             await cancel_and_wait(monitor)
