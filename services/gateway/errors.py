@@ -20,6 +20,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from engine.codes import Code, CodedError, status_of
+from services.log import get_logger
 
 __all__ = [
     "STORE_ERRORS",
@@ -154,8 +155,6 @@ def install(app: FastAPI) -> None:
     async def gateway_failed(_: Request, exc: Exception) -> JSONResponse:
         # Anything else is a fault of the gateway (or a refusal Redis gives from inside a
         # script, which comes as a plain ResponseError): logged, and answered in the one shape.
-        from services.log import get_logger
-
         get_logger("gateway").error("http_failed", error=repr(exc))
         return ApiError(Code.GATEWAY_ERROR, "the gateway failed this request").response()
 

@@ -516,10 +516,8 @@ async def test_a_permission_the_gateway_lacks_gets_the_documented_shape(
 ) -> None:
     """A gateway whose user cannot MGET (a deployment's mistake) answers a view with 500
     ``store/refused`` in the one JSON shape, not a plain-text 500."""
-    import httpx
-
-    from services.gateway.app import create_app
     from services.settings import load_settings
+    from tests.services.gateway_stack import gateway_client
 
     admin = deployment.client("admin")
     try:
@@ -533,11 +531,8 @@ async def test_a_permission_the_gateway_lacks_gets_the_documented_shape(
         admin.close()
     url = f"redis://narrow:narrow-password-01@127.0.0.1:{deployment.port}/0"
     settings = load_settings(redis_url=url, shards=SHARDS, token_secret="narrow-" + "0" * 32)
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as http:
-            response = await http.get("/tables/t-narrow00001")
+    async with gateway_client(settings, raise_app_exceptions=False) as http:
+        response = await http.get("/tables/t-narrow00001")
     assert response.status_code == 500, response.text
     assert response.json()["code"] == "store/refused"
     assert response.json()["ok"] is False

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -62,6 +62,20 @@ def refuser(legal: Sequence[str]) -> str:
 def wire_command(action: str, table_id: str, command_id: str, version: int | None) -> Command:
     """Return the wire command of a legal action of a view: engine notation, or ``next_deal``."""
     return legal_to_wire(action, table_id, command_id, version)
+
+
+@contextlib.asynccontextmanager
+async def gateway_client(
+    settings: Settings, *, raise_app_exceptions: bool = True
+) -> AsyncIterator[httpx.AsyncClient]:
+    """The gateway app alone (no worker), its lifespan run, and an HTTP client on it in this
+    process; with ``raise_app_exceptions=False`` a fault reaches the client as the app answers
+    it."""
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=raise_app_exceptions)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
+            yield client
 
 
 class Stack:

@@ -21,13 +21,19 @@ import pytest
 from redis.asyncio import Redis
 
 from events.commands import MAX_COMMAND_BYTES
-from services.gateway import create_app
 from services.gateway.errors import status_of
 from services.redis_server import LocalRedis
 from services.settings import Settings, load_settings
 from services.store import Head, RedisEventStore
 from services.tables.tokens import hash_token
-from tests.services.gateway_stack import TEST_SECRET, Seat, Stack, refuser, wire_command
+from tests.services.gateway_stack import (
+    TEST_SECRET,
+    Seat,
+    Stack,
+    gateway_client,
+    refuser,
+    wire_command,
+)
 
 
 @pytest.fixture
@@ -397,14 +403,11 @@ async def test_a_command_for_a_finished_deal_changes_nothing(
 
 async def test_a_command_without_a_worker_is_pending_then_answered(settings: Settings) -> None:
     quick = settings.model_copy(update={"result_wait_ms": 200})
-    app = create_app(quick)
     body = {"table_id": "later", "deals": 1, "command_id": "create-later"}
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://g") as client:
-            pending = await client.post("/tables", json=body)
-            assert pending.status_code == 202
-            assert pending.json()["ok"] is None and pending.json()["pending"] is True
+    async with gateway_client(quick) as client:
+        pending = await client.post("/tables", json=body)
+        assert pending.status_code == 202
+        assert pending.json()["ok"] is None and pending.json()["pending"] is True
     async with Stack(settings) as stack:
         answered = await stack.http.post("/tables", json=body)  # queued twice, applied once
         assert answered.status_code == 201 and answered.json()["version"] == 1
@@ -457,11 +460,8 @@ async def test_a_fault_of_the_gateway_answers_500_in_the_one_shape(
         raise ResponseError("The user executing the script can't run this command")
 
     monkeypatch.setattr("services.lobby.listing.page", refused)
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://g") as client:
-            response = await client.get("/tables")
+    async with gateway_client(settings, raise_app_exceptions=False) as client:
+        response = await client.get("/tables")
     assert response.status_code == 500, response.text
     assert response.json()["ok"] is False and response.json()["code"] == "gateway/error"
 
