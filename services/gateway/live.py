@@ -41,10 +41,12 @@ class Connection:
         self.view_version = -1
         self.dropped: str | None = None
         self.close_error: Code = Code.VIEW_TOO_SLOW
+        self.commands = 0  # the socket's commands not answered yet
+        self.given_up = False  # the seat was given up: only those commands' results go out
 
     def send(self, message: dict[str, Any]) -> None:
         """Queue a message; drop the connection when it has fallen too far behind."""
-        if self.dropped is not None:
+        if self.dropped is not None or (self.given_up and message.get("kind") != "result"):
             return
         if self.queue.qsize() >= MAX_QUEUE:
             self.dropped = f"too slow: more than {MAX_QUEUE} messages waiting"
@@ -61,7 +63,23 @@ class Connection:
             self.send({"kind": "event", "event": event.envelope})
         payload = event.envelope.get("payload") or {}
         mine = self.seat is not None and payload.get("seat") == self.seat
-        if mine and payload.get("type") == "player_left" and self.dropped is None:
+        if mine and payload.get("type") == "player_left":
+            self.given_up = True
+            self._close_if_given_up()
+
+    def command_sent(self) -> None:
+        """Count a command the socket sent, whose result it owes the client."""
+        self.commands += 1
+
+    def command_answered(self, result: dict[str, Any]) -> None:
+        """Send a command's ``result``; once a given-up seat's socket has answered every
+        command it took (its ``leave_table`` among them), close it."""
+        self.commands -= 1
+        self.send(result)
+        self._close_if_given_up()
+
+    def _close_if_given_up(self) -> None:
+        if self.given_up and self.commands == 0 and self.dropped is None:
             self.close(Code.SEAT_BAD_TOKEN, "the seat was given up: its token is no seat's")
 
     @property

@@ -116,7 +116,10 @@ async def _read(
             if text is None:
                 text = (message.get("bytes") or b"").decode("utf-8", "replace")
             address = client_address(websocket)
-            connection.send(await _answer(gateway, table_id, token, seat, text, address))
+            connection.command_sent()
+            connection.command_answered(
+                await _answer(gateway, table_id, token, seat, text, address)
+            )
 
 
 def _is_text(value: str) -> bool:

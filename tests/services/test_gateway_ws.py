@@ -16,6 +16,7 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError, MaxConnectionsError
 
+from events.commands import LeaveTable
 from services.settings import Settings, load_settings
 from tests.services.gateway_stack import Listener, Seat, Stack, refuser, wire_command
 
@@ -262,6 +263,29 @@ async def test_a_seat_given_up_closes_its_socket_before_the_next_player_is_dealt
     await stack.join("gone", "Bo", seat=0)
     await stack.join("gone", "Cy", seat=1)
     assert all(v["seat"] == 0 and v.get("deal") is None for v in socket.views())
+
+
+async def test_a_seat_that_leaves_over_its_socket_gets_the_result_before_the_close(
+    stack: Stack,
+) -> None:
+    """The ``leave_table`` sent on the socket is answered there: the ``player_left`` event,
+    then the command's result, then ``seat/bad_token`` and 4401, and no view after the event."""
+    await stack.create(table_id="bye", deals=1)
+    ana = await stack.join("bye", "Ana", seat=0)
+    async with Listener(url(stack, "bye", ana.token, after=0)) as socket:
+        await socket.wait_version(ana.version)
+        leave = LeaveTable(table_id="bye", command_id="ws-leave-0001")
+        result = await socket.command(leave)
+        assert result["ok"] is True and result["version"] == ana.version + 1, result
+        assert await socket.wait_closed() == 4401
+        kinds = [m["kind"] for m in socket.messages]
+        left = next(
+            i
+            for i, m in enumerate(socket.messages)
+            if m["kind"] == "event" and m["event"]["payload"]["type"] == "player_left"
+        )
+        assert kinds[left + 1 :] == ["result", "error"], kinds
+        assert socket.messages[-1]["code"] == "seat/bad_token"
 
 
 async def test_a_socket_command_after_its_seat_was_given_up_is_refused(stack: Stack) -> None:
