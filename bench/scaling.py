@@ -26,6 +26,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import redis  # noqa: E402
+
 from services.redis_server import LocalRedis  # noqa: E402
 from services.redis_server.cluster import LocalCluster  # noqa: E402
 from services.redis_server.local import free_port  # noqa: E402
@@ -96,15 +98,48 @@ async def raw_xadd(url: str, shards: int, entries: int) -> float:
 
 
 @contextlib.contextmanager
-def redis_topology(kind: str, folder: Path, masters: int) -> Iterator[tuple[str, list[int]]]:
-    """Yield the URL and the server pids of a private single Redis or cluster."""
+def redis_topology(
+    kind: str, folder: Path, masters: int
+) -> Iterator[tuple[str, list[int], list[str]]]:
+    """Yield the URL, the server pids and every server's own URL of a private single Redis or
+    cluster."""
     if kind == "single":
         with LocalRedis(folder / "single") as server:
             assert server.pid is not None
-            yield server.url, [server.pid]
+            yield server.url, [server.pid], [server.url]
         return
     with LocalCluster(folder / "cluster", masters=masters) as cluster:
-        yield cluster.url, [node.pid for node in cluster.nodes if node.pid is not None]
+        pids = [node.pid for node in cluster.nodes if node.pid is not None]
+        yield cluster.url, pids, [node.url for node in cluster.nodes]
+
+
+def command_stats(urls: list[str]) -> dict[str, tuple[int, int]]:
+    """Calls and µs of Redis's own time by command (``INFO commandstats``), summed over the
+    servers at ``urls`` (a script's inner commands are counted too, under their own names)."""
+    totals: dict[str, tuple[int, int]] = {}
+    for url in urls:
+        with redis.Redis.from_url(url) as server:
+            stats = server.info("commandstats")
+        for name, row in stats.items():
+            calls, usec = totals.get(name, (0, 0))
+            totals[name] = (calls + int(row["calls"]), usec + int(row["usec"]))
+    return totals
+
+
+def command_stats_per_command(
+    before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]], answered: int
+) -> dict[str, dict[str, float]]:
+    """Per command answered, by Redis command: calls and µs of Redis's time, largest first."""
+    rows = {}
+    for name, (calls, usec) in after.items():
+        calls -= before.get(name, (0, 0))[0]
+        usec -= before.get(name, (0, 0))[1]
+        if calls > 0:
+            rows[name.removeprefix("cmdstat_")] = {
+                "calls": round(calls / answered, 3),
+                "usec": round(usec / answered, 2),
+            }
+    return dict(sorted(rows.items(), key=lambda item: -item[1]["usec"]))
 
 
 def start_serve(env: dict[str, str], port: int, workers: int, log: Path) -> subprocess.Popen[str]:
@@ -173,7 +208,7 @@ def run_load(
 
 def one_topology(args: argparse.Namespace, kind: str, folder: Path) -> dict[str, Any]:
     result: dict[str, Any] = {"topology": kind, "runs": []}
-    with redis_topology(kind, folder, args.masters) as (url, redis_pids):
+    with redis_topology(kind, folder, args.masters) as (url, redis_pids, node_urls):
         result["raw_xadd_per_s"] = round(asyncio.run(raw_xadd(url, args.shards, args.raw)))
         port = free_port()
         env = {
@@ -188,9 +223,11 @@ def one_topology(args: argparse.Namespace, kind: str, folder: Path) -> dict[str,
             for tables in args.tables:
                 pids = {pid: kind_of(pid) for pid in children(serve.pid)}
                 pids.update({pid: "redis" for pid in redis_pids})
+                stats_before = command_stats(node_urls)
                 before = cpu_by_kind(pids)
                 report, tool_cpu = run_load(args, env, url, port, tables, f"{kind}-{tables}")
                 after = cpu_by_kind(pids)
+                stats_after = command_stats(node_urls)
                 answered = max(report["commands"]["results"], 1)
                 cpu = {k: round(after[k] - before.get(k, 0.0), 2) for k in after}
                 cpu["loadtest"] = round(tool_cpu, 2)
@@ -209,6 +246,9 @@ def one_topology(args: argparse.Namespace, kind: str, folder: Path) -> dict[str,
                         "cpu_us_per_command": {
                             k: round(v * 1e6 / answered) for k, v in cpu.items() if v > 0
                         },
+                        "redis_commands_per_command": command_stats_per_command(
+                            stats_before, stats_after, answered
+                        ),
                     }
                 )
                 sys.stderr.write(json.dumps(result["runs"][-1]["commands_per_s"]) + "\n")
