@@ -14,6 +14,7 @@ import orjson
 
 from services.archive.record import ArchivedTable, ArchiveError, check_chain, from_stored
 from services.archive.redis_tables import Exported
+from services.store.keys import TOKEN_PREFIX
 from services.tables.stored_parts import STORED_PARTS, TableFold, version_of
 from services.tables.table import FoldError
 
@@ -22,7 +23,6 @@ __all__ = ["FINISHED", "prepare"]
 FINISHED = "over"
 """The head status of a table whose match has ended: the only tables archived."""
 _SEED = "seed:"
-_TOKEN = "token:"
 
 
 def prepare(exported: Exported) -> ArchivedTable:
@@ -40,7 +40,7 @@ def prepare(exported: Exported) -> ArchivedTable:
     if exported.problem is not None:
         raise ArchiveError("archive/unreadable", exported.problem)
     _check_seeds_revealed(exported)
-    tokens = {k: v for k, v in exported.secrets.items() if k.startswith(_TOKEN)}
+    tokens = {k: v for k, v in exported.secrets.items() if k.startswith(TOKEN_PREFIX)}
     table = from_stored(t, exported.head, exported.events, tokens, _views(exported))
     check_chain(table, bodies=False)  # the bodies were just written canonically from Redis's
     return table

@@ -14,7 +14,7 @@ from typing import Any, TypeAlias
 from engine.codes import Code, CodedError
 from events.chain import GENESIS_HASH, HASH_FIELDS, event_hash, hash_canonical
 
-from .keys import KeySpace, check_table_id
+from .keys import TOKEN_PREFIX, KeySpace, check_table_id
 
 __all__ = [
     "GENESIS_HASH",
@@ -364,11 +364,22 @@ class EventStore(abc.ABC):
         """The table's secrets as appends wrote them: its deal seeds and seat-token digests
         (the Redis store keeps the two in separate keys)."""
 
-    async def secrets_many(self, table_ids: Sequence[str]) -> dict[str, dict[str, str]]:
-        """The secrets of each table (:meth:`secrets` of each, at once where it can)."""
-        return {t: await self.secrets(t) for t in table_ids}
+    async def secrets_many(
+        self, table_ids: Sequence[str], *, tokens: bool = True
+    ) -> dict[str, dict[str, str]]:
+        """The secrets of each table (:meth:`secrets` of each, at once where it can); with
+        ``tokens`` False, without the seat-token digests (fields ``token:<seat>``): a fold
+        needs only the seeds, and the bots runner's and turn clock's Redis users may not read
+        the digests."""
+        found = {t: await self.secrets(t) for t in table_ids}
+        return found if tokens else {t: seeds_only(s) for t, s in found.items()}
 
     async def seal(self, table_id: str) -> None:
         """Give back the memory a table's storage keeps for more appends; call it after a
         table's last event (appends still work afterwards, they just cost a reallocation)."""
         check_table_id(table_id)
+
+
+def seeds_only(secrets: Mapping[str, str]) -> dict[str, str]:
+    """``secrets`` without the seat-token digests (fields ``token:<seat>``)."""
+    return {k: v for k, v in secrets.items() if not k.startswith(TOKEN_PREFIX)}

@@ -18,6 +18,7 @@ from engine.codes import Code, CodedError
 __all__ = [
     "DEFAULT_NS",
     "DEFAULT_SHARDS",
+    "TOKEN_PREFIX",
     "InvalidTableId",
     "KeySpace",
     "check_table_id",
@@ -29,6 +30,9 @@ __all__ = [
 
 DEFAULT_NS = "cq"
 DEFAULT_SHARDS = 16
+TOKEN_PREFIX = "token:"
+"""The field prefix of a seat-token digest among a table's secrets (``token:<seat>``): the
+append writes such fields to :meth:`KeySpace.tokens`, the others to :meth:`KeySpace.secret`."""
 
 _TABLE_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
 _NS = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")

@@ -25,6 +25,7 @@ from .base import (
     check_append_args,
     check_read_many,
     prepare_encoded,
+    seeds_only,
 )
 from .codec import (  # noqa: F401  (SEP, encode_body_exact and the helpers: re-exported)
     SEP,
@@ -401,14 +402,19 @@ class RedisEventStore(EventStore):
     async def secrets(self, table_id: str) -> dict[str, str]:
         return (await self.secrets_many([table_id]))[table_id]
 
-    async def secrets_many(self, table_ids: Sequence[str]) -> dict[str, dict[str, str]]:
-        """The secrets of each table (its seeds and token digests), one pipeline of
-        ``HGETALL``s."""
+    async def secrets_many(
+        self, table_ids: Sequence[str], *, tokens: bool = True
+    ) -> dict[str, dict[str, str]]:
+        """The secrets of each table (its seeds and, with ``tokens``, its token digests), one
+        pipeline of ``HGETALL``s; without ``tokens`` the tokens hash is not read."""
         async with self.client.pipeline(transaction=False) as pipe:
             for table_id in table_ids:
                 pipe.hgetall(self.keys.secret(table_id))
-                pipe.hgetall(self.keys.tokens(table_id))
+                if tokens:
+                    pipe.hgetall(self.keys.tokens(table_id))
             replies = await pipe.execute()
+        if not tokens:  # an older store's digests in the secret hash are left out too
+            return {t: seeds_only(_secrets(replies[i], {})) for i, t in enumerate(table_ids)}
         return {t: _secrets(replies[2 * i], replies[2 * i + 1]) for i, t in enumerate(table_ids)}
 
     async def seal(self, table_id: str) -> None:

@@ -176,7 +176,7 @@ class TableService:
             after = {t: 0 if start is None else start.version for t, start in behind.items()}
             stored, secrets = await asyncio.gather(
                 self.store.read_many(list(behind), after=after),
-                self.store.secrets_many(list(behind)),
+                self.store.secrets_many(list(behind), tokens=False),
             )
             for table_id, start in behind.items():
                 try:

@@ -33,10 +33,11 @@ from events.envelope import BODY_KEYS
 from events.fairness import deal_context, parse_seed, shuffle
 from events.mapping import cards_from_wire, to_engine
 from events.upcast import parse_event
+from services.store.keys import TOKEN_PREFIX
 
 SEED_KEY = "seed:{number}"
 """The secret-hash field of a deal's seed (hex) until and after it is revealed."""
-TOKEN_KEY = "token:{seat}"
+TOKEN_KEY = TOKEN_PREFIX + "{seat}"
 """The secret-hash field of the SHA-256 of a seat's token."""
 
 
@@ -99,7 +100,6 @@ class Table:
     turn_seconds: int | None = None
     seeds: Mapping[int, bytes] = field(default_factory=dict)
     algorithms: Mapping[int, str] = field(default_factory=dict)
-    token_hashes: Mapping[int, str] = field(default_factory=dict)
     rematch_agreed: frozenset[int] = frozenset()
     """The seats whose player asked for a rematch after the match (``rematch_agreed``)."""
     rematch_table: str | None = None
@@ -135,20 +135,14 @@ class Table:
         return shuffle(self.seeds[number], algorithm, deal_context(self.table_id, number))
 
     def with_secrets(self, secrets: Mapping[str, str]) -> Table:
-        """Return the table with the seeds and token hashes of its secret hash."""
-        if not secrets:
-            return self
-        seeds = dict(self.seeds)
-        tokens = dict(self.token_hashes)
-        for key, value in secrets.items():
-            kind, _, number = key.partition(":")
-            if kind == "seed":
-                seeds[int(number)] = parse_seed(value)
-            elif kind == "token" and value:  # emptied when its player left the seat
-                tokens[int(number)] = value
-            elif kind == "token":
-                tokens.pop(int(number), None)
-        return changed(self, seeds=seeds, token_hashes=tokens)
+        """Return the table with the deal seeds of ``secrets``; other fields (seat-token
+        digests, which only the gateway's admission reads) are not a table's."""
+        seeds = {
+            int(key[5:]): parse_seed(value)
+            for key, value in secrets.items()
+            if key.startswith("seed:")
+        }
+        return changed(self, seeds={**self.seeds, **seeds}) if seeds else self
 
     # --- folding -------------------------------------------------------------------------------
 

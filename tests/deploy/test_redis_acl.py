@@ -399,6 +399,8 @@ def test_the_gateway_cannot_append_delete_or_write(deployment: Deployment) -> No
     [
         ("bots", ("EVALSHA", "0" * 40, "0")),
         ("bots", ("DEL", "cq:{s00}:t:x:ev")),
+        ("bots", ("HGETALL", "cq:{s00}:t:x:tokens")),  # seat-token digests: not a bot's
+        ("clock", ("HGET", "cq:{s00}:t:x:tokens", "token:0")),
         ("clock", ("XADD", "cq:{s00}:t:x:ev", "*", "b", "x")),
         ("projector", ("XADD", "cq:{s00}:t:x:ev", "*", "b", "x")),
         ("projector", ("HGETALL", "cq:{s00}:t:x:secret")),

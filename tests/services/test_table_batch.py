@@ -331,9 +331,9 @@ async def test_load_many_gives_what_load_gives_in_three_calls() -> None:
                 ]
             return found
 
-        async def secrets_many(self, table_ids):  # type: ignore[no-untyped-def]
-            self.calls.append("secrets_many")
-            return await super().secrets_many(table_ids)
+        async def secrets_many(self, table_ids, *, tokens=True):  # type: ignore[no-untyped-def]
+            self.calls.append("secrets_many" if tokens else "seeds_many")
+            return await super().secrets_many(table_ids, tokens=tokens)
 
     store = Counted()
     writer, reader = service(store), service(store)
@@ -345,7 +345,7 @@ async def test_load_many_gives_what_load_gives_in_three_calls() -> None:
     current = reader.cached("current")
     store.calls.clear()
     loaded = await reader.load_many(["never", "cold", "behind", "current", "bad"])
-    assert store.calls == ["heads", "read_many", "secrets_many"]
+    assert store.calls == ["heads", "read_many", "seeds_many"]  # a fold needs no token digest
     assert list(loaded) == ["never", "cold", "behind", "current", "bad"]
     assert isinstance(loaded["bad"], Exception)
     assert loaded["current"] is current

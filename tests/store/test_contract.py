@@ -378,6 +378,10 @@ async def test_secrets_many_gives_each_tables_hash(store: EventStore) -> None:
         "s2": {},
         "absent": {},
     }
+    await store.append("s2", 1, (await store.head("s2")).hash, "c3", [], secrets={"token:0": "d"})
+    assert (await store.secrets_many(["s2"]))["s2"] == {"token:0": "d"}
+    seeds = await store.secrets_many(["s1", "s2"], tokens=False)
+    assert seeds == {"s1": {"seed:1": "ab"}, "s2": {}}
 
 
 async def test_concurrent_appends_one_wins(store: EventStore) -> None:

@@ -175,6 +175,8 @@ async def test_token_digests_go_to_their_own_hash_and_seeds_stay_in_the_secret_h
     assert await rstore.secrets_many(["t1", "none"]) == {
         "t1": await rstore.secrets("t1"), "none": {}
     }  # fmt: skip
+    # without the digests: the seeds alone, an older store's digests left out too
+    assert await rstore.secrets_many(["t1"], tokens=False) == {"t1": {"seed:1": "s1"}}
 
 
 async def test_older_stores_token_digests_move_once_to_their_own_hash(
