@@ -26,17 +26,13 @@ import pytest
 import redis
 
 from services.redis_server.local import free_port
+from tests.deploy.test_redis_acl import USERS
 
 pytestmark = pytest.mark.redis
 
 REDIS = Path(__file__).resolve().parents[2] / "deploy" / "redis"
 NAME = "localhost"
 """What each node announces (cluster-announce-hostname); getent resolves it to 127.0.0.1."""
-
-
-USERS = (
-    "admin", "gateway", "engine", "projector", "bots", "clock", "archiver", "replica", "audit"
-)  # fmt: skip
 
 
 class Nodes:

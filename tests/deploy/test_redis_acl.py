@@ -42,9 +42,12 @@ from services.store.scripts import APPEND_LUA
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "deploy" / "redis" / "users.acl"
 RENDER = ROOT / "deploy" / "redis" / "render-acl.sh"
-USERS = (
-    "admin", "gateway", "engine", "projector", "bots", "clock", "archiver", "replica", "audit"
-)  # fmt: skip
+USERS = tuple(
+    line.split()[1]
+    for line in TEMPLATE.read_text().splitlines()
+    if line.startswith("user ") and line.split()[1] != "default"
+)
+"""The users of the template that have a password: the deploy files must give each one."""
 SHARDS = 4
 pytestmark = pytest.mark.timeout(300)
 
@@ -128,6 +131,91 @@ class ClusterDeployment(Deployment):
         self.server = cluster
         cluster.start()
         return cluster.ports
+
+
+class SentinelDeployment(Deployment):
+    """A primary and its replica, each with the rendered ACL file, and a Sentinel watching them
+    as the user ``sentinel``; the replica follows as the user ``replica``.  A user's URL names
+    the Sentinel (``redis+sentinel://``), which has a password of its own."""
+
+    SERVICE = "conquian"
+
+    def _start(self, tmp: Path) -> list[int]:
+        # every node, the primary too, follows as `replica` once it is made a replica
+        acl = {
+            "aclfile": str(self.acl),
+            "masteruser": "replica",
+            "masterauth": self.passwords["replica"],
+        }
+        self.server = LocalRedis(tmp / "primary", extra_args=acl, stop_timeout=10)
+        self.server.start()
+        assert self.server.port is not None
+        follow = {"replicaof": f"127.0.0.1 {self.server.port}"}
+        self.replica = LocalRedis(tmp / "replica", extra_args={**acl, **follow}, stop_timeout=10)
+        self.replica.start()
+        assert self.replica.port is not None
+        self.sentinel_password = secrets.token_hex(16)
+        self.sentinel_port = free_port()
+        config = tmp / "sentinel.conf"  # the Sentinel rewrites it: a file of its own
+        config.write_text(
+            f"port {self.sentinel_port}\nbind 127.0.0.1\ndir {tmp}\n"
+            f"requirepass {self.sentinel_password}\n"
+            f"sentinel monitor {self.SERVICE} 127.0.0.1 {self.server.port} 1\n"
+            f"sentinel auth-user {self.SERVICE} sentinel\n"
+            f"sentinel auth-pass {self.SERVICE} {self.passwords['sentinel']}\n"
+            f"sentinel down-after-milliseconds {self.SERVICE} 1000\n"
+            f"sentinel failover-timeout {self.SERVICE} 10000\n"
+        )
+        self.sentinel_log = tmp / "sentinel.log"
+        self.sentinel = subprocess.Popen(
+            [str(self.server.binary), str(config), "--sentinel"],
+            stdout=self.sentinel_log.open("w"),
+            stderr=subprocess.STDOUT,
+        )
+        self.watcher = redis.Redis(
+            port=self.sentinel_port,
+            password=self.sentinel_password,
+            socket_timeout=2,
+            decode_responses=True,
+        )
+        self.wait(lambda: self.master_port() == self.server.port and self.replicas_up() == 1)
+        return [self.server.port, self.replica.port]
+
+    def url(self, user: str) -> str:
+        return (
+            f"redis+sentinel://{user}:{self.passwords[user]}@127.0.0.1:{self.sentinel_port}"
+            f"/{self.SERVICE}/0?sentinel_password={self.sentinel_password}"
+        )
+
+    def master_port(self) -> int | None:
+        with contextlib.suppress(redis.RedisError):
+            address = self.watcher.sentinel_get_master_addr_by_name(self.SERVICE)
+            return int(address[1]) if address else None
+        return None
+
+    def replicas_up(self) -> int:
+        """The replicas the Sentinel sees with their link to the primary up."""
+        with contextlib.suppress(redis.RedisError):
+            found = self.watcher.sentinel_slaves(self.SERVICE)
+            return sum(1 for r in found if r.get("master-link-status") == "ok")
+        return 0
+
+    def wait(self, ready: Any, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            assert time.monotonic() < deadline, self.sentinel_log.read_text()[-3000:]
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.sentinel.terminate()
+        self.sentinel.wait(10)
+        self.watcher.close()
+        for port, server in ((self.replica.port, self.replica), (self.server.port, self.server)):
+            admin = self.client("admin", port)
+            with contextlib.suppress(redis.RedisError):
+                admin.shutdown(nosave=True)
+            admin.close()
+            server.stop()
 
 
 @pytest.fixture
@@ -291,7 +379,39 @@ def test_every_service_runs_as_its_own_user_on_a_cluster(
     _every_service_as_its_own_user(cluster_deployment, tmp_path)
 
 
-def _every_service_as_its_own_user(deployment: Deployment, tmp_path: Path) -> None:
+def test_every_service_runs_as_its_own_user_behind_sentinel(tmp_path: Path) -> None:
+    """The same users behind Redis Sentinel: each service finds the primary through the
+    Sentinel (which has a password of its own) and logs in to it as its own user; the Sentinel
+    watches and fails over as the user ``sentinel``, the replica follows as ``replica``; after a
+    failover the old primary follows the new one, and no server refused anything."""
+    with SentinelDeployment(tmp_path) as deployment:
+        _every_service_as_its_own_user(deployment, tmp_path, every_path=False)
+        old, new = deployment.server.port, deployment.replica.port
+        deployment.watcher.execute_command("SENTINEL", "FAILOVER", deployment.SERVICE)
+        deployment.wait(lambda: deployment.master_port() == new)
+        promoted, demoted = deployment.client("audit", new), deployment.client("audit", old)
+        try:
+            assert promoted.info("replication")["role"] == "master"
+            feeds = [KeySpace(shards=SHARDS).feed(shard) for shard in range(SHARDS)]
+            assert any(promoted.xrange(feed, count=1) for feed in feeds)  # the data, as audit
+            # the Sentinel turns the old primary into a replica of the new one, which it follows
+            following = {"role": "slave", "master_port": new, "master_link_status": "up"}
+            deployment.wait(
+                lambda: following.items() <= demoted.info("replication").items(), timeout=60
+            )
+        finally:
+            promoted.close()
+            demoted.close()
+        refused = [{k: e.get(k) for k in ("username", "object")} for e in deployment.acl_log()]
+        assert refused == []
+        assert "-failover-abort" not in deployment.sentinel_log.read_text()
+
+
+def _every_service_as_its_own_user(
+    deployment: Deployment, tmp_path: Path, *, every_path: bool = True
+) -> None:
+    """Run every service as its own user, play a bot table to its end and audit it; with
+    ``every_path``, also a human seat the clock acts for, a rebuild and the archiver."""
     port = free_port()
     gateway = [
         "-m",
@@ -320,21 +440,11 @@ def _every_service_as_its_own_user(deployment: Deployment, tmp_path: Path) -> No
         base = f"http://127.0.0.1:{port}"
         _wait_ready(base, time.monotonic() + 60)
         table_id = _play_bot_table(base)
-        _play_as_a_human_until_the_clock_moves(base, port)
-        _stop(processes.pop("projector"))  # a rebuild wants the projector's leases free
-        rebuild = _cli(deployment, "projector", "project", "--rebuild")
-        assert rebuild.returncode == 0, rebuild.stdout + rebuild.stderr
-        assert "rebuilt 2 tables" in rebuild.stdout, rebuild.stdout
-        audit = _cli(deployment, "audit", "audit", "--all", "--json")
-        assert audit.returncode == 0, audit.stdout + audit.stderr
-        replay = _cli(deployment, "audit", "replay", table_id)
-        assert replay.returncode == 0, replay.stdout + replay.stderr
-        archive_dir = str(tmp_path / "archive")
-        archived = _cli(
-            deployment, "archiver", "archive", "--archive-dir", archive_dir, "--older-than", "0"
-        )
-        assert archived.returncode == 0, archived.stdout + archived.stderr
-        assert "archived 1 tables" in archived.stdout, archived.stdout
+        if every_path:
+            _every_path(deployment, tmp_path, base, port, processes, table_id)
+        else:
+            audit = _cli(deployment, "audit", "audit", table_id)
+            assert audit.returncode == 0, audit.stdout + audit.stderr
     finally:
         for process in processes.values():
             _stop(process)
@@ -343,6 +453,33 @@ def _every_service_as_its_own_user(deployment: Deployment, tmp_path: Path) -> No
         assert "NOPERM" not in text and "NoPermission" not in text, (user, text[-3000:])
     refused = [{k: e.get(k) for k in ("username", "object")} for e in deployment.acl_log()]
     assert refused == []  # nothing any service did was refused
+
+
+def _every_path(
+    deployment: Deployment,
+    tmp_path: Path,
+    base: str,
+    port: int,
+    processes: dict[str, subprocess.Popen[bytes]],
+    table_id: str,
+) -> None:
+    """A human seat the clock acts for, a rebuild of the views, an audit, a replay and the
+    archiver, each as its own user."""
+    _play_as_a_human_until_the_clock_moves(base, port)
+    _stop(processes.pop("projector"))  # a rebuild wants the projector's leases free
+    rebuild = _cli(deployment, "projector", "project", "--rebuild")
+    assert rebuild.returncode == 0, rebuild.stdout + rebuild.stderr
+    assert "rebuilt 2 tables" in rebuild.stdout, rebuild.stdout
+    audit = _cli(deployment, "audit", "audit", "--all", "--json")
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    replay = _cli(deployment, "audit", "replay", table_id)
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    archive_dir = str(tmp_path / "archive")
+    archived = _cli(
+        deployment, "archiver", "archive", "--archive-dir", archive_dir, "--older-than", "0"
+    )
+    assert archived.returncode == 0, archived.stdout + archived.stderr
+    assert "archived 1 tables" in archived.stdout, archived.stdout
 
 
 def test_the_gateway_cannot_append_delete_or_write(deployment: Deployment) -> None:
