@@ -16,13 +16,12 @@ from services.archive.record import ArchivedTable, ArchiveError, check_chain, fr
 from services.archive.redis_tables import Exported
 from services.store.keys import TOKEN_PREFIX
 from services.tables.stored_parts import STORED_PARTS, TableFold, version_of
-from services.tables.table import FoldError
+from services.tables.table import SEED_PREFIX, FoldError
 
 __all__ = ["FINISHED", "prepare"]
 
 FINISHED = "over"
 """The head status of a table whose match has ended: the only tables archived."""
-_SEED = "seed:"
 
 
 def prepare(exported: Exported) -> ArchivedTable:
@@ -54,9 +53,9 @@ def _check_seeds_revealed(exported: Exported) -> None:
         if e.body.get("type") == "deal_revealed"
     }
     for field, seed in exported.secrets.items():
-        if not field.startswith(_SEED):
+        if not field.startswith(SEED_PREFIX):
             continue
-        number = field[len(_SEED) :]
+        number = field[len(SEED_PREFIX) :]
         if not number.isdigit() or revealed.get(int(number)) != seed:
             raise ArchiveError(
                 "archive/unrevealed_seed",

@@ -41,7 +41,7 @@ class Connection:
         self.view_version = -1
         self.dropped: str | None = None
         self.close_error: Code = Code.VIEW_TOO_SLOW
-        self.commands = 0  # the socket's commands not answered yet
+        self.unanswered = 0  # the socket's commands whose result has not gone out
         self.given_up = False  # the seat was given up: only those commands' results go out
 
     def send(self, message: dict[str, Any]) -> None:
@@ -69,17 +69,17 @@ class Connection:
 
     def command_sent(self) -> None:
         """Count a command the socket sent, whose result it owes the client."""
-        self.commands += 1
+        self.unanswered += 1
 
     def command_answered(self, result: dict[str, Any]) -> None:
         """Send a command's ``result``; once a given-up seat's socket has answered every
         command it took (its ``leave_table`` among them), close it."""
-        self.commands -= 1
+        self.unanswered -= 1
         self.send(result)
         self._close_if_given_up()
 
     def _close_if_given_up(self) -> None:
-        if self.given_up and self.commands == 0 and self.dropped is None:
+        if self.given_up and self.unanswered == 0 and self.dropped is None:
             self.close(Code.SEAT_BAD_TOKEN, "the seat was given up: its token is no seat's")
 
     @property

@@ -35,10 +35,12 @@ from events.mapping import cards_from_wire, to_engine
 from events.upcast import parse_event
 from services.store.keys import TOKEN_PREFIX
 
-SEED_KEY = "seed:{number}"
+SEED_PREFIX = "seed:"
+SEED_KEY = SEED_PREFIX + "{number}"
 """The secret-hash field of a deal's seed (hex) until and after it is revealed."""
 TOKEN_KEY = TOKEN_PREFIX + "{seat}"
-"""The secret-hash field of the SHA-256 of a seat's token."""
+"""The field of the SHA-256 of a seat's token among a table's secrets (stored in its tokens
+hash, apart from the seeds)."""
 
 
 class FoldError(CodedError, ValueError):
@@ -138,9 +140,9 @@ class Table:
         """Return the table with the deal seeds of ``secrets``; other fields (seat-token
         digests, which only the gateway's admission reads) are not a table's."""
         seeds = {
-            int(key[5:]): parse_seed(value)
+            int(key.removeprefix(SEED_PREFIX)): parse_seed(value)
             for key, value in secrets.items()
-            if key.startswith("seed:")
+            if key.startswith(SEED_PREFIX)
         }
         return changed(self, seeds={**self.seeds, **seeds}) if seeds else self
 
