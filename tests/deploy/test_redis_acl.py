@@ -38,6 +38,8 @@ from services.redis_server.cluster import LocalCluster
 from services.redis_server.local import free_port
 from services.store.keys import KeySpace
 from services.store.scripts import APPEND_LUA
+from tests.services.sentinels import SERVICE as SENTINEL_SERVICE
+from tests.services.sentinels import Sentinels
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "deploy" / "redis" / "users.acl"
@@ -134,88 +136,38 @@ class ClusterDeployment(Deployment):
 
 
 class SentinelDeployment(Deployment):
-    """A primary and its replica, each with the rendered ACL file, and a Sentinel watching them
-    as the user ``sentinel``; the replica follows as the user ``replica``.  A user's URL names
-    the Sentinel (``redis+sentinel://``), which has a password of its own."""
-
-    SERVICE = "conquian"
+    """A primary and its replica, each with the rendered ACL file, and a Sentinel with a
+    password of its own watching them as the user ``sentinel``; every node follows as the user
+    ``replica`` once it is a replica.  A user's URL names the Sentinel (``redis+sentinel://``)."""
 
     def _start(self, tmp: Path) -> list[int]:
-        # every node, the primary too, follows as `replica` once it is made a replica
-        acl = {
-            "aclfile": str(self.acl),
-            "masteruser": "replica",
-            "masterauth": self.passwords["replica"],
-        }
-        self.server = LocalRedis(tmp / "primary", extra_args=acl, stop_timeout=10)
-        self.server.start()
-        assert self.server.port is not None
-        follow = {"replicaof": f"127.0.0.1 {self.server.port}"}
-        self.replica = LocalRedis(tmp / "replica", extra_args={**acl, **follow}, stop_timeout=10)
-        self.replica.start()
-        assert self.replica.port is not None
-        self.sentinel_password = secrets.token_hex(16)
-        self.sentinel_port = free_port()
-        config = tmp / "sentinel.conf"  # the Sentinel rewrites it: a file of its own
-        config.write_text(
-            f"port {self.sentinel_port}\nbind 127.0.0.1\ndir {tmp}\n"
-            f"requirepass {self.sentinel_password}\n"
-            f"sentinel monitor {self.SERVICE} 127.0.0.1 {self.server.port} 1\n"
-            f"sentinel auth-user {self.SERVICE} sentinel\n"
-            f"sentinel auth-pass {self.SERVICE} {self.passwords['sentinel']}\n"
-            f"sentinel down-after-milliseconds {self.SERVICE} 1000\n"
-            f"sentinel failover-timeout {self.SERVICE} 10000\n"
+        self.sentinels = Sentinels(
+            tmp,
+            node_args={
+                "aclfile": str(self.acl),
+                "masteruser": "replica",  # the primary too: it follows once it is demoted
+                "masterauth": self.passwords["replica"],
+            },
+            sentinel_lines=[
+                f"sentinel auth-user {SENTINEL_SERVICE} sentinel",
+                f"sentinel auth-pass {SENTINEL_SERVICE} {self.passwords['sentinel']}",
+            ],
+            password=secrets.token_hex(16),
         )
-        self.sentinel_log = tmp / "sentinel.log"
-        self.sentinel = subprocess.Popen(
-            [str(self.server.binary), str(config), "--sentinel"],
-            stdout=self.sentinel_log.open("w"),
-            stderr=subprocess.STDOUT,
-        )
-        self.watcher = redis.Redis(
-            port=self.sentinel_port,
-            password=self.sentinel_password,
-            socket_timeout=2,
-            decode_responses=True,
-        )
-        self.wait(lambda: self.master_port() == self.server.port and self.replicas_up() == 1)
-        return [self.server.port, self.replica.port]
+        self.server = self.sentinels.primary
+        assert self.server.port is not None and self.sentinels.replica.port is not None
+        return [self.server.port, self.sentinels.replica.port]
 
     def url(self, user: str) -> str:
-        return (
-            f"redis+sentinel://{user}:{self.passwords[user]}@127.0.0.1:{self.sentinel_port}"
-            f"/{self.SERVICE}/0?sentinel_password={self.sentinel_password}"
-        )
-
-    def master_port(self) -> int | None:
-        with contextlib.suppress(redis.RedisError):
-            address = self.watcher.sentinel_get_master_addr_by_name(self.SERVICE)
-            return int(address[1]) if address else None
-        return None
-
-    def replicas_up(self) -> int:
-        """The replicas the Sentinel sees with their link to the primary up."""
-        with contextlib.suppress(redis.RedisError):
-            found = self.watcher.sentinel_slaves(self.SERVICE)
-            return sum(1 for r in found if r.get("master-link-status") == "ok")
-        return 0
-
-    def wait(self, ready: Any, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not ready():
-            assert time.monotonic() < deadline, self.sentinel_log.read_text()[-3000:]
-            time.sleep(0.1)
+        return self.sentinels.url(f"{user}:{self.passwords[user]}")
 
     def stop(self) -> None:
-        self.sentinel.terminate()
-        self.sentinel.wait(10)
-        self.watcher.close()
-        for port, server in ((self.replica.port, self.replica), (self.server.port, self.server)):
+        for port in self.ports:
             admin = self.client("admin", port)
             with contextlib.suppress(redis.RedisError):
-                admin.shutdown(nosave=True)
+                admin.shutdown(nosave=True)  # the launcher's anonymous SHUTDOWN is refused
             admin.close()
-            server.stop()
+        self.sentinels.stop()
 
 
 @pytest.fixture
@@ -386,9 +338,10 @@ def test_every_service_runs_as_its_own_user_behind_sentinel(tmp_path: Path) -> N
     failover the old primary follows the new one, and no server refused anything."""
     with SentinelDeployment(tmp_path) as deployment:
         _every_service_as_its_own_user(deployment, tmp_path, every_path=False)
-        old, new = deployment.server.port, deployment.replica.port
-        deployment.watcher.execute_command("SENTINEL", "FAILOVER", deployment.SERVICE)
-        deployment.wait(lambda: deployment.master_port() == new)
+        sentinels = deployment.sentinels
+        old, new = sentinels.primary.port, sentinels.replica.port
+        sentinels.client.execute_command("SENTINEL", "FAILOVER", SENTINEL_SERVICE)
+        sentinels.wait(lambda: sentinels.master_port() == new)
         promoted, demoted = deployment.client("audit", new), deployment.client("audit", old)
         try:
             assert promoted.info("replication")["role"] == "master"
@@ -396,7 +349,7 @@ def test_every_service_runs_as_its_own_user_behind_sentinel(tmp_path: Path) -> N
             assert any(promoted.xrange(feed, count=1) for feed in feeds)  # the data, as audit
             # the Sentinel turns the old primary into a replica of the new one, which it follows
             following = {"role": "slave", "master_port": new, "master_link_status": "up"}
-            deployment.wait(
+            sentinels.wait(
                 lambda: following.items() <= demoted.info("replication").items(), timeout=60
             )
         finally:
@@ -404,7 +357,7 @@ def test_every_service_runs_as_its_own_user_behind_sentinel(tmp_path: Path) -> N
             demoted.close()
         refused = [{k: e.get(k) for k in ("username", "object")} for e in deployment.acl_log()]
         assert refused == []
-        assert "-failover-abort" not in deployment.sentinel_log.read_text()
+        assert "-failover-abort" not in sentinels.log.read_text()
 
 
 def _every_service_as_its_own_user(

