@@ -15,7 +15,7 @@ from services.engine_worker.metrics import ACCEPTED, DUPLICATE, REJECTED
 from services.engine_worker.reader import GROUP, Entry, Malformed
 from services.store import compact_json
 from services.store.keys import hint_dropped
-from services.tables.service import BatchResult, CommandResult
+from services.tables.results import BatchResult, CommandResult
 
 
 @dataclass(frozen=True)

@@ -39,12 +39,8 @@ from services.store.base import VersionConflict
 from services.store.keys import KeySpace, command_key
 from services.store.redis_store import RedisEventStore
 from services.tables.decide import TableError
-from services.tables.service import (
-    MAX_CONFLICT_RETRIES,
-    BatchResult,
-    CommandResult,
-    TableService,
-)
+from services.tables.results import BatchResult, CommandResult
+from services.tables.service import MAX_CONFLICT_RETRIES, TableService
 from services.tables.table import Table
 
 AfterAppend = Callable[[Table, CommandResult], Awaitable[None]]

@@ -27,7 +27,8 @@ from services.store.outage import OUTAGE_ERRORS, Outage, connect_when_up
 from services.store.redis_store import RedisEventStore
 from services.store.shard_leases import ShardLeases
 from services.store.token_digests import move_token_digests
-from services.tables.service import CommandResult, TableService
+from services.tables.results import CommandResult
+from services.tables.service import TableService
 from services.tables.table import Table
 from services.tables.tokens import SeatTokens, load_secret
 

@@ -90,7 +90,8 @@ async def record_table(
     """
     from events.commands import Command, CreateTable, NextDeal
     from events.mapping import to_wire_command
-    from services.tables.service import CommandResult, TableService
+    from services.tables.results import CommandResult
+    from services.tables.service import TableService
 
     table_id = table_id_of(config.seed, index)
     seeds = iter([deal_seed(config.seed, first + k) for k in range(count)])

@@ -21,7 +21,8 @@ from engine.views import seat_view, spectator_view
 from events.commands import Command, CreateTable, Join, NextDeal, Resign
 from events.mapping import cards_to_wire, to_wire_command
 from services.store import EventStore, KeySpace, RedisEventStore
-from services.tables.service import CommandResult, TableService
+from services.tables.results import CommandResult
+from services.tables.service import TableService
 from services.tables.stored_parts import STORED_PARTS, TableFold, assemble
 from services.tables.table import Table
 

@@ -35,7 +35,8 @@ from services.settings import Settings, load_settings
 from services.store.keys import KeySpace
 from services.store.memory_store import MemoryEventStore
 from services.store.redis_store import RedisEventStore
-from services.tables.service import CommandResult, TableService
+from services.tables.results import CommandResult
+from services.tables.service import TableService
 from services.tables.table import Table
 
 # --- a test-only engine worker and other helpers ---------------------------------------------

@@ -40,7 +40,8 @@ from services.store.keys import command_key, results_channel, views_channel
 from services.store.redis_store import RedisEventStore
 from services.store.shard_leases import fair_share, lease_key, registry_key
 from services.tables.decide import Decision
-from services.tables.service import CommandResult, TableService
+from services.tables.results import CommandResult
+from services.tables.service import TableService
 from services.tables.stored_parts import STORED_PARTS
 from services.tables.table import Table
 

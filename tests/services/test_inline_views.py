@@ -30,7 +30,8 @@ from services.projector.records import RoundStats, ShardWrite
 from services.projector.run import Projector
 from services.store import KeySpace, MemoryEventStore, RedisEventStore
 from services.store.base import VersionConflict
-from services.tables.service import CommandResult, TableService
+from services.tables.results import CommandResult
+from services.tables.service import TableService
 from services.tables.stored_parts import STORED_PARTS, TableFold
 
 

@@ -13,7 +13,8 @@ from events.mapping import to_wire_command
 from services.store import MemoryEventStore, VersionConflict, command_key
 from services.store.base import StoredEvent
 from services.tables.decide import Decision, TableError
-from services.tables.service import MAX_CONFLICT_RETRIES, BatchItem, CommandResult, TableService
+from services.tables.results import BatchItem, CommandResult
+from services.tables.service import MAX_CONFLICT_RETRIES, TableService
 from services.tables.table import Table
 
 SEED = bytes(range(32))

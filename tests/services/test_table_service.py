@@ -13,7 +13,8 @@ from engine.bots import make_bot
 from events.commands import parse_command
 from events.mapping import to_wire_command
 from services.store.memory_store import MemoryEventStore
-from services.tables.service import SEALS_IN_FLIGHT, CommandResult, TableService
+from services.tables.results import CommandResult
+from services.tables.service import SEALS_IN_FLIGHT, TableService
 
 KEY = bytes(range(32))
 
