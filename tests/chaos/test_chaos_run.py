@@ -20,7 +20,7 @@ pytestmark = pytest.mark.redis
 
 def test_a_short_chaos_run_kills_every_kind_and_loses_nothing(tmp_path: Path) -> None:
     report_path = tmp_path / "report.json"
-    argv = [sys.executable, "-m", "services.cli", "chaos", "--duration", "24", "--interval",
+    argv = [sys.executable, "-m", "services.cli", "chaos", "--duration", "16", "--interval",
             "1.0", "--tables", "6", "--seed", "7", "--folder", str(tmp_path / "run"),
             "--report", str(report_path)]  # fmt: skip
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=280)
