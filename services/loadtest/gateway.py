@@ -6,6 +6,7 @@ What a table sends and reads, the sessions and ``--retry``: ``docs/loadtest.md``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
 from collections.abc import Coroutine, Mapping
@@ -19,6 +20,7 @@ from services.loadtest.options import Options
 from services.loadtest.play import TablePlay, view_version
 from services.loadtest.stats import Stats
 from services.loadtest.wakeup import Wakeup
+from services.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from services.loadtest.runner import Run
@@ -332,7 +334,9 @@ class GatewayTable:
             await socket.close()
         for reader in self.readers:
             reader.cancel()
-        await asyncio.gather(*self.readers, return_exceptions=True)
+        for reader in self.readers:
+            with contextlib.suppress(Exception):  # a reader's own failure: the socket is gone
+                await cancel_and_wait(reader)
 
 
 def _time_out(future: asyncio.Future[tuple[Mapping[str, Any], float]], command_id: str) -> None:

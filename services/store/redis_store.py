@@ -93,15 +93,11 @@ def _head(reply: list[bytes | None]) -> Head:
     )
 
 
-def _secrets(seeds: Mapping[Any, Any], tokens: Mapping[Any, Any]) -> dict[str, str]:
-    """A table's secrets from the ``HGETALL`` of its secret hash and of its token digests (a
-    digest a store kept in the secret hash before :meth:`KeySpace.tokens` gives way to one in
-    the tokens hash)."""
-    return {
-        _b(k).decode("utf-8"): _b(v).decode("utf-8")
-        for raw in (seeds, tokens)
-        for k, v in raw.items()
-    }
+def _secrets(*hashes: Mapping[Any, Any]) -> dict[str, str]:
+    """A table's secrets from the ``HGETALL`` of its secret hash and, when given, of its token
+    digests (a digest a store kept in the secret hash before :meth:`KeySpace.tokens` gives way
+    to one in the tokens hash)."""
+    return {_b(k).decode("utf-8"): _b(v).decode("utf-8") for raw in hashes for k, v in raw.items()}
 
 
 def _finish_time(r: AppendRequest) -> int:
@@ -414,7 +410,7 @@ class RedisEventStore(EventStore):
                     pipe.hgetall(self.keys.tokens(table_id))
             replies = await pipe.execute()
         if not tokens:  # an older store's digests in the secret hash are left out too
-            return {t: seeds_only(_secrets(replies[i], {})) for i, t in enumerate(table_ids)}
+            return {t: seeds_only(_secrets(replies[i])) for i, t in enumerate(table_ids)}
         return {t: _secrets(replies[2 * i], replies[2 * i + 1]) for i, t in enumerate(table_ids)}
 
     async def seal(self, table_id: str) -> None:
